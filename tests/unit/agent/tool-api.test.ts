@@ -17,7 +17,7 @@ import type { Json, TaskRecord } from "../../../worker/core/types.ts";
 import { createRegistry, defineExtension, defineTool, type ToolResult } from "../../../worker/index.ts";
 import type { Sql } from "../../../worker/store/types.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
-import { complete, type Go, single, untilAborted } from "../core/fixtures.ts";
+import { complete, type Go, parked, single, untilAborted } from "../core/fixtures.ts";
 import {
   callsThenAnswer,
   diagnosticsOf,
@@ -778,6 +778,60 @@ test("a tool's conversation handle: abort() withdraws the queued steer and follo
   expect(await followUp.record()).toMatchObject({ status: "unanswered", reason: "aborted" });
   expect((await write.record()).status).toBe("queued");
   expect(inboxOf(h, other.id).items.map((i) => i.mode)).toEqual(["write"]);
+});
+
+test("a tool's conversation handle: abort({ background: true }) withdraws the queued inputs of every conversation it reaches, one owned by a finished task below it, and keeps that conversation's queued write (draw 39c)", async () => {
+  // Spec §5.4, §6 (withdraw queued item: unanswered, aborted; the item leaves the inbox). Draw 39c:
+  // the tool handle's abort withdrew only in its own conversation: every named test queued there.
+  const gate = deferred();
+  const worker = parked("tool-api.worker");
+  const shared: { other?: number } = {};
+  const { tool } = probe("aborter", async (api) => {
+    await api.conversation(shared.other!)!.abort({ background: true });
+    return textResult("aborted");
+  });
+  const root = callsThenAnswer(fauxToolCall("aborter", {}, { id: "call-1" }));
+  const { h, root: rootConversation } = await open(
+    async (req, n) => {
+      if (!JSON.stringify(req.messages).includes('"work"')) return root(req, n);
+      await gate.promise;
+      return fauxAssistantMessage("late");
+    },
+    { tools: [tool], tasks: [worker] },
+  );
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  shared.other = other.id;
+  const owner = await h.createTask(worker, null, {
+    ownership: { kind: "conversation" },
+    conversationId: other.id,
+  });
+  const child = await h.createConversation({ ownership: { kind: "task", taskId: owner } });
+  // Its owner finished: traversal still reaches the conversation, and no cascade from the owner does
+  // (a terminal owner never cascades), so the abort's own withdrawal is the only one.
+  await h.abortTask(owner);
+  expect((await h.waitForTask(owner)).state.status).toBe("terminal");
+  const first = await child.submit({ type: "input", content: "work" });
+  await until(() => child.busy, { what: "a run in the task-owned conversation" });
+  const followUp = await child.submit({ type: "input", content: "queued input" });
+  const write = await child.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
+  const steer = await child.submit({ type: "input", content: "queued steer", whenBusy: "steer" });
+  expect(inboxOf(h, child.id).items.map((i) => i.mode)).toEqual(["followUp", "write", "steer"]);
+  let marked = false;
+  h.subscribe((change) => {
+    if (change.tasks.some((t) => t.conversationId === child.id && t.abortRequested)) marked = true;
+  });
+  const sub = await rootConversation.submit({ type: "input", content: "go" });
+  await until(() => marked, { what: "the task-owned conversation's run marked" });
+  gate.resolve(); // the faux model is deaf to the signal: let the aborted request return
+  expect((await sub.wait()).status).toBe("done");
+  expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  for (const queued of [followUp, steer]) {
+    const record = await queued.record();
+    expect(record).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(record).not.toHaveProperty("entry");
+  }
+  expect((await write.record()).status).toBe("queued");
+  expect(inboxOf(h, child.id).items.map((i) => i.mode)).toEqual(["write"]);
 });
 
 test("two calls wait on one task: the wait of the call aborted first rejects with WaitCancelled, and the other call still gets the terminal receipt", async () => {

@@ -33,6 +33,7 @@ import {
   ping,
   row,
   running,
+  settle,
   single,
   storeWith,
   untilAborted,
@@ -71,6 +72,9 @@ describe("missing definition", () => {
     h.registry.register(
       single("ghost", async (_t, runtime) => void (await runtime.commit(() => complete("found")))),
     );
+    // The registry change alone reconsiders it: no other commit wakes the scheduler (draw 39c).
+    await settle();
+    expect(outcome(await h.getTask(kept))).toEqual({ status: "completed", result: "found" });
     expect(outcome(await done(h, kept))).toEqual({ status: "completed", result: "found" });
     await Promise.all([idleWait, conversationWait]);
     expect(blocked(h)).toEqual([]);
