@@ -714,6 +714,27 @@ describe("submissions", () => {
     expect(alternationProblems(entries)).toEqual([]);
   });
 
+  test("followUpMode all: each follow-up placed together settles done with the answer of their run, the first as well as the last (draw 39c)", async () => {
+    const hold = deferred();
+    const { root } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return echo(req, n);
+      },
+      { settings: { followUpMode: "all" } },
+    );
+    const input = await root.submit({ type: "input", content: "one" });
+    const a = await root.submit({ type: "input", content: "A" });
+    const b = await root.submit({ type: "input", content: "B" });
+    hold.resolve();
+    await input.wait();
+    const settledB = await b.wait();
+    const entries = await transcript(root);
+    expect(settledB).toMatchObject({ status: "done", answer: last(entries).id });
+    // Not a.wait(): the first follow-up's record is read once the run that placed both has ended.
+    expect(await a.record()).toMatchObject({ status: "done", answer: last(entries).id });
+  });
+
   test("a model-visible write while busy is queued and placed at the next boundary", async () => {
     const { tool, started, release } = gatedTool();
     const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {

@@ -1377,6 +1377,26 @@ describe("the session surface (spec §3.3, §4)", () => {
     await h.close();
   });
 
+  test("documentState ends when its document is retired in a commit that also writes other documents, written before it: the value is gone and its listeners are told once (draw 39c)", async () => {
+    // Draw 39c: every named retirement was the commit's only document change (or the first), so a
+    // state that stopped reading the commit's changes at the first other document passed them.
+    const h = await open(await memoryStore());
+    await h.transaction((tx) => tx.writeDoc(1, "d", { n: 1 }));
+    const state = (await h.documentState(1, "d"))!;
+    const seen: Array<{ value: Json | undefined; ended: boolean }> = [];
+    state.subscribe(() => seen.push({ value: state.value, ended: state.ended }));
+    await h.transaction((tx) => {
+      tx.writeDoc(1, "a", { other: true });
+      tx.writeDoc(2, "d", { elsewhere: true });
+      tx.retireDoc(1, "d");
+    });
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([{ value: undefined, ended: true }]);
+    expect(state.ended).toBe(true);
+    expect(state.value).toBeUndefined();
+    await h.close();
+  });
+
   test("documentState follows its incarnation through falsy values (null, 0, false, an empty string): only a retirement ends it (draw 36c)", async () => {
     // Draw 36c: a state that took a falsy committed value for a retirement passed every test: the
     // named ones write objects only.
