@@ -367,6 +367,17 @@ test("a tool order change removes every offered tool and adds the desired ones i
   await root.configure({ tools: ["bash", "read", "edit"] });
   await ask("six");
   expect(await toolsOf(5)).toEqual({ toolsAdded: ["read", "edit"], toolsRemoved: undefined });
+  // A removal and a plain addition in one message: both are written, and the replay then matches
+  // (draw 39cD: a plan that dropped the removal beside an addition passed, every request being sent
+  // the desired tools).
+  await root.configure({ tools: ["bash", "read"] });
+  await ask("seven");
+  expect(await toolsOf(6)).toEqual({ toolsAdded: undefined, toolsRemoved: ["edit"] });
+  await root.configure({ tools: ["bash", "edit"] });
+  await ask("eight");
+  expect(await toolsOf(7)).toEqual({ toolsAdded: ["edit"], toolsRemoved: ["read"] });
+  await ask("nine");
+  expect(await systems()).toHaveLength(8);
   expect(faux.requests.map((r) => r.tools)).toEqual([
     ["read", "edit", "bash"],
     ["read", "bash"],
@@ -374,6 +385,9 @@ test("a tool order change removes every offered tool and adds the desired ones i
     ["bash", "read", "edit"],
     ["bash"],
     ["bash", "read", "edit"],
+    ["bash", "read"],
+    ["bash", "edit"],
+    ["bash", "edit"],
   ]);
 });
 

@@ -620,7 +620,19 @@ describe("the hooks table: composition in extension order, and what a throw does
             }),
           ],
         }),
-        defineExtension({ name: "y", hooks: [hook("pi.tool", { onAbort: throws(thrown[1]!) })] }),
+        // Draw 39cD: y rejects asynchronously; a chain that caught only a synchronous throw passed when
+        // every thrower threw at once.
+        defineExtension({
+          name: "y",
+          hooks: [
+            hook("pi.tool", {
+              onAbort: async () => {
+                await Promise.resolve();
+                throw thrown[1]!;
+              },
+            }),
+          ],
+        }),
         defineExtension({ name: "n", hooks: [hook("pi.tool", { onAbort: () => undefined })] }),
         defineExtension({
           name: "b",
@@ -633,6 +645,7 @@ describe("the hooks table: composition in extension order, and what a throw does
     await until(() => Boolean(liveOf(h).tools?.[0]?.output));
     await root.abort();
     const [result] = await toolResults(root);
+    expect(result).toBeDefined();
     expect(textOf(messageOf(result!))).toContain("half +a +b");
     expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
     expect(reported).toEqual(["x broke", "y broke"]);
@@ -1004,6 +1017,50 @@ test("afterTools in a conversation other than the root asks the observers of tha
     status: "done",
   });
   expect(seen).toEqual(["b:c1"]);
+});
+
+test("beforeTool and afterTool of a call in a conversation other than the root ask the hooks of that conversation's selection, not the root's (draw 39cD)", async () => {
+  // Draw 39cD: the selection tests asked beforeTool and afterTool of calls in the root only; a call
+  // phase taking the root's hooks (its tools still its own conversation's) passed them.
+  const asked: string[] = [];
+  const echo = defineTool({
+    name: "echo",
+    description: "Answers ran",
+    parameters: Type.Object({}),
+    execute: async () => textResult("ran"),
+  });
+  const watching = (name: string) =>
+    defineExtension({
+      name,
+      hooks: [
+        hook("pi.tool", {
+          beforeTool: (call) => {
+            asked.push(`${name}:before:${call.name}`);
+            return undefined;
+          },
+          afterTool: (call) => {
+            asked.push(`${name}:after:${call.name}`);
+            return textResult(`${textOf(call.result as never)} +${name}`);
+          },
+        }),
+      ],
+    });
+  const { h, root } = await withExtensions(callsThenAnswer(fauxToolCall("echo", {}, { id: "c1" })), [
+    defineExtension({ name: "tools", tools: [echo] }),
+    watching("a"),
+    watching("b"),
+  ]);
+  await root.configure({ extensions: ["tools", "a"] });
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    agent: { extensions: ["tools", "b"] },
+  });
+  expect(await (await other.submit({ type: "input", content: "go" })).wait()).toMatchObject({
+    status: "done",
+  });
+  expect(asked).toEqual(["b:before:echo", "b:after:echo"]);
+  const [result] = await toolResults(other);
+  expect(textOf(messageOf(result!))).toBe("ran +b");
 });
 
 test("afterTools sees every call of the round, a call its request did not offer among them: the round's result entries in call order (draw 37b)", async () => {
