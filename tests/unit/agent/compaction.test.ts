@@ -1002,6 +1002,27 @@ describe("Conversation.compact()", () => {
     });
   });
 
+  test("compact() with instructions admits the same task: conversation-owned, non-background, in the idle waits, and Conversation.abort() cancels it (draw 39d)", async () => {
+    // Draw 39d: every named test compacted without instructions, so a compaction made background
+    // only when instructions were given passed them all.
+    const { h, root, gate, taskId } = await compactionInFlight("keep the names");
+    const record = await h.getTask(taskId);
+    expect(record).toMatchObject({ kind: "pi.compaction", conversationId: root.id, background: false });
+    expect(record?.owner).toBeUndefined();
+    expect(record?.input).toMatchObject({ reason: "manual", instructions: "keep the names" });
+    let idle = false;
+    const waiting = h.waitForIdle().then(() => void (idle = true));
+    for (let i = 0; i < 3; i++) await h.transaction(() => undefined);
+    expect(idle).toBe(false);
+    const aborting = root.abort();
+    await expect.poll(() => internals(h).session.records.tasks.get(taskId)?.abortRequested).toBe(true);
+    gate.resolve();
+    await aborting;
+    await waiting;
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
+    expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
+  });
+
   test("a compaction under way does not make the conversation busy: an input is placed at once and answered while the summary is still awaited", async () => {
     const { h, root, gate, taskId } = await compactionInFlight();
     expect(root.busy).toBe(false);

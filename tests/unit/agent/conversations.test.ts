@@ -1139,6 +1139,16 @@ describe("conversations", () => {
       tx.createTask(parkedWorker, null, { ownership: { kind: "task", taskId: owner } }),
     );
     expect(await h.getTask(child)).toMatchObject({ owner, conversationId: root.id });
+    // (draw 39d) The bound commit passes a task-owned creation on as given: naming the bound
+    // conversation (not the owner's) is refused, and so is a background child; nothing is created.
+    const before = (await h.tasks({ kind: parkedWorker.name })).length;
+    for (const bad of [{ conversationId: other.id }, { background: true }])
+      await expect(
+        other.commit((tx) =>
+          tx.createTask(parkedWorker, null, { ownership: { kind: "task", taskId: owner }, ...bad }),
+        ),
+      ).rejects.toBeInstanceOf(InvalidTransition);
+    expect((await h.tasks({ kind: parkedWorker.name })).length).toBe(before);
     await h.abortTask(owner);
   });
 

@@ -536,6 +536,7 @@ test("createTask creates a task in the call's conversation with the ownership gi
   const work = gatedTask("test.work", childGate.promise);
   const refused: unknown[] = [];
   const created: number[] = [];
+  const accepted: number[] = [];
   const { tool, seen } = probe("probe", async (api) => {
     created.push(await api.createTask(work, { n: 1 }, { ownership: { kind: "task", taskId: api.taskId } }));
     created.push(
@@ -546,12 +547,19 @@ test("createTask creates a task in the call's conversation with the ownership gi
       { ownership: { kind: "task", taskId: api.taskId }, background: true },
       {}, // ownership is never implied
     ])
-      await api.createTask(work, { n: 0 }, options as never).catch((error) => refused.push(error));
+      await api.createTask(work, { n: 0 }, options as never).then(
+        (id) => accepted.push(id),
+        (error) => refused.push(error),
+      );
     return textResult("ok");
   });
   const { h, root } = await open(calls("probe"), { tools: [tool], tasks: [work] });
   const sub = await root.submit({ type: "input", content: "go" });
-  await until(() => created.length === 2 && refused.length === 3);
+  // (draw 39d) Wait for all five attempts to settle, then assert: a background child made plain
+  // instead of refused fails here, on an assertion, not on a wait that never ends.
+  await until(() => created.length + accepted.length + refused.length === 5);
+  expect(accepted).toEqual([]);
+  expect(refused).toHaveLength(3);
   const [child, background] = (await Promise.all(created.map((id) => h.getTask(id)))) as TaskRecord[];
   const callTask = seen.api!.taskId;
   expect(child).toMatchObject({ conversationId: root.id, owner: callTask, background: false });

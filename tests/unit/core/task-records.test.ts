@@ -1346,6 +1346,43 @@ test("reservation durably moves a waiting task that may resume to running: its n
   await h.close();
 });
 
+test("a wake continuation is handed its task as a RunningTask: the record reserved to running, not the waiting one it woke from (draw 39d)", async () => {
+  // Draw 39d: the named tests looked at the task a phase handler and an abort handler are handed; a
+  // wake handed the record in the waiting state it was reserved from passed them all.
+  const states: unknown[] = [];
+  const child = single(
+    "wake-state-child",
+    async (_t, runtime) => void (await runtime.commit(() => complete(null))),
+  );
+  const parent = defineTask<null, { phase: "spawn" } | { phase: "join" }, Json>({
+    name: "wake-state-parent",
+    version: 1,
+    initial: () => ({ phase: "spawn" }),
+    phases: {
+      spawn: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const id = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "join" }, on: [id], policy: "allSettled" };
+        });
+      },
+      join: async (_t, runtime) => void (await runtime.commit(() => complete("by handler"))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    wake: {
+      join: (_tx: Tx, task: { state: unknown }) => {
+        states.push(task.state);
+        return complete("woken");
+      },
+    } as never,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [parent, child] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toMatchObject({ status: "completed", result: "woken" });
+  expect(states).toEqual([{ status: "running", checkpoint: { phase: "join" } }]);
+  await h.close();
+});
+
 test("a phase's task argument is its whole running record: a later phase gets the memos committed before it, as the stored record holds them (draw 37)", async () => {
   // Draw 37, 20: handlers handed their record without its memos passed every core test (each read
   // memos through runtime.memo or a commit callback's current record).
