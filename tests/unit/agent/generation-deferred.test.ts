@@ -995,6 +995,31 @@ describe("deferred responses (poll)", () => {
     await root.waitForIdle();
     expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
   });
+  test("abort while polling asks the cancellation before its commit: pi.live.run still lists the input when cancelDeferred is called (draw 39d-C)", async () => {
+    // Draw 39d-C: the abort handler cancels, then commits (spec §8.3); a handler that committed first
+    // and cancelled after passed every test (each read the cancellation only once all had settled).
+    const seen: unknown[] = [];
+    let read: () => unknown = () => undefined;
+    const { h, root, sub } = await awaitingAnswer(
+      { id: "job-39", pollAfterMs: 60_000 },
+      {
+        fetchDeferred: () => new Promise(() => undefined),
+        async cancelDeferred(_model, handle) {
+          seen.push([handle.id, read()]);
+        },
+      },
+    );
+    read = () => (internals(h).session.records.getDoc(1, DOC.live) as LiveState).run?.inputs;
+    await until(
+      () =>
+        (internals(h).session.records.getDoc(1, DOC.live) as LiveState).generation?.deferred !== undefined,
+    );
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(seen).toEqual([["job-39", [sub.id]]]);
+    await root.waitForIdle();
+    expect(internals(h).session.records.getDoc(1, DOC.live)).toEqual({});
+  });
   test("abort while polling after the conversation's model changed: the cancellation is asked of the poll's own model, not the new one (draw 38C)", async () => {
     // Spec §8: cancelDeferred is called with the model of the continuation. Draw 38C: an abort
     // handler resolving the conversation's current model passed every test (none changed the

@@ -62,6 +62,25 @@ test("a faulted generation settles its input unanswered faulted with the error, 
   expect(kinds(await transcript(root)).filter((k) => k === "pi.user")).toHaveLength(2);
 });
 
+test("a generation that faults with an empty error message settles its input with that empty text as detail: the error is kept whatever its text (draw 39d-C)", async () => {
+  // Draw 39d-C: every named fault had text; a cleanup that kept the detail only when truthy passed.
+  let broken = true;
+  const { h, root } = await open(
+    echo,
+    faultingHook("afterResponse", "", () => broken),
+  );
+  const input = await root.submit({ type: "input", content: "hi" });
+  expect(await input.wait()).toEqual({ status: "unanswered", reason: "faulted", detail: "" });
+  const [generation] = await h.tasks({ kind: "pi.generation" });
+  expect(generation?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "faulted", error: { message: "" } },
+  });
+  expect(liveOf(h)).toEqual({});
+  broken = false;
+  expect((await (await root.submit({ type: "input", content: "again" })).wait()).status).toBe("done");
+});
+
 test("a faulted generation settles every input of its run: a steer placed at the run's tool boundary is unanswered faulted too", async () => {
   // Break 30J: the named test's run had one input; a fault that settled only the first passed it.
   const gate = gatedTool("hold");

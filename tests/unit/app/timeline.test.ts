@@ -254,6 +254,10 @@ test("rerun a tool call: a new call through its approval policy, the first kept,
   expect(wait).toMatchObject({ outcome: "waiting", label: "waiting for your approval" });
   expect(paused.bars.find((b) => b.id === wait!.parent)).toMatchObject({ kind: "tool", outcome: "waiting" });
   expect(wait!.why).toContain("waiting for your approval to run the note tool");
+  // The rerun holds pi.live.run, which makes the conversation busy (spec §1; draw 39d-C: a rerun
+  // that listed only its tool slot passed, the conversation idle while its call waited).
+  expect((harness.docNow(1, DOC.live) as LiveState).run).toMatchObject({ inputs: [] });
+  expect(harness.requireConversation(1).busy).toBe(true);
   // Busy: a second rerun is refused while this one works, and nothing is written.
   const entriesBefore = (await harness.requireConversation(1).entries()).length;
   await expect(tab.timeline.rerunTool(1, { ...first.call!, requestId: "again-2" })).rejects.toMatchObject({
