@@ -222,6 +222,25 @@ describe("versioned task definitions from extensions", () => {
     });
   });
 
+  test("a migration that throws a value that is not an Error blocks its task with that value as the error (draw 39d-D)", async () => {
+    const { image, ids } = await storeWith([parked("ext.job", 1)], [{ v1: "data" }]);
+    const { h } = await openWith(
+      image,
+      jobV2(() => {
+        throw "cannot read v1 (a thrown string)";
+      }),
+    );
+    const id = ids[0]!;
+    await until(() => blocked(h).length === 1, { what: "blocked" });
+    expect(blocked(h)).toEqual([{ id, kind: "ext.job", reason: "migration_failed" }]);
+    const inspected = h.inspect().tasks.find((t) => t.record.id === id)!;
+    expect(inspected.state).toMatchObject({
+      kind: "blocked",
+      reason: "migration_failed",
+      error: "cannot read v1 (a thrown string)",
+    });
+  });
+
   test("a stored version newer than the installed definition stays blocked, touching nothing, until one can take it", async () => {
     const { image, ids } = await storeWith([parked("ext.job", 3)], [{ v3: "data" }]);
     const id = ids[0]!;
