@@ -436,6 +436,36 @@ describe("conversations", () => {
     expect(await root.agentState()).toEqual({ instructions: "Owner's.", thinkingLevel: "low" });
   });
 
+  test("an ownerless conversation made by a raw tx.createConversation in a tool's commit starts with an empty pi.agent: not a copy of the calling task's conversation's agent (draw 39e)", async () => {
+    // Draw 39e, 7: every named ownerless creation was the host's, outside any task; a hook copying
+    // the committing task's conversation's agent into an ownerless child passed them all.
+    const seen: Array<{ id: number; agent: unknown }> = [];
+    const spawn = defineTool({
+      name: "spawn",
+      description: "Create an ownerless conversation",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        seen.push(
+          await api.commit((tx) => {
+            const other = tx.createConversation({ kind: "ownerless" });
+            return { id: other.id, agent: tx.readDoc(other.id, "pi.agent") };
+          }),
+        );
+        return textResult("spawned");
+      },
+    });
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("spawn", {}, { id: "call-1" })), {
+      tools: [spawn],
+    });
+    await root.configure({ instructions: "Caller's.", thinkingLevel: "low" });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(seen).toHaveLength(1);
+    const [{ id, agent }] = seen as [{ id: number; agent: unknown }];
+    expect(agent).toEqual({});
+    expect(await h.conversation(id)!.agentState()).toEqual({});
+    expect(await root.agentState()).toEqual({ instructions: "Caller's.", thinkingLevel: "low" });
+  });
+
   test("a task-owned fork made by a raw tx.forkConversation in a tool's commit is created with its own pi.inbox too: { items: [] } before the call returns, mounted, its record conversation-scoped, latest, initial (draw 36cB)", async () => {
     // Draw 36cB: every named creation of a task-owned conversation was a plain child, every fork
     // ownerless; a creation hook leaving pi.inbox out for a fork that a task owns passed them all

@@ -6,10 +6,18 @@
  */
 import { describe, expect, test } from "vitest";
 import { SCHEMA_VERSION, schema } from "../../../worker/core/schema.ts";
-import { Harness, StoreClosed, StoreFailed, StoreOpenError } from "../../../worker/index.ts";
+import {
+  defineTask,
+  Harness,
+  type Json,
+  StoreClosed,
+  StoreFailed,
+  StoreOpenError,
+} from "../../../worker/index.ts";
 import { type MemoryStore, openStore } from "../../../worker/store/open.ts";
 import type { FaultPoint, Sql } from "../../../worker/store/types.ts";
 import { crashingStore, deferred, memoryStore } from "../../../worker/testing.ts";
+import { complete, done, type Go, single } from "../core/fixtures.ts";
 
 const insert = (key: string) => (sql: Sql) =>
   sql.run("INSERT INTO meta (key, value) VALUES (?, ?)", [key, `v-${key}`]);
@@ -439,6 +447,46 @@ describe("the schema the core hands over", () => {
       expect(store.schemaVersion).toBe(SCHEMA_VERSION);
       for (const table of tables)
         expect([from, table, await ids(store, table)]).toEqual([from, table, expected.get(table)]);
+      await h.close();
+    }
+  });
+
+  test("a store of every older version keeps the rows of its tasks table, a terminal task among them, when it opens at the current schema (draw 39e)", async () => {
+    // Draw 39e, 5: every named older store held no task; a later migration clearing the terminal
+    // tasks passed the named tests.
+    const quick = defineTask<Json, Go, Json>(
+      single("kept-quick", async (_t, runtime) => void (await runtime.commit(() => complete("q")))),
+    );
+    const current = await memoryStore();
+    const made = await Harness.open(current, { tasks: [quick] });
+    const finished = await made.createTask(quick, null, { ownership: { kind: "conversation" } });
+    await done(made, finished);
+    await made.close();
+    const source = await memoryStore(current.image());
+    const rows = await source.read((sql) => sql.all("SELECT * FROM tasks ORDER BY id"));
+    await source.close();
+    expect(rows.map((r) => r["status"])).toEqual(["terminal"]);
+    for (let from = 1; from < SCHEMA_VERSION; from++) {
+      const old = await memoryStore(undefined, { schemaVersion: from });
+      await old.commit(async (sql) => {
+        const columns = new Set((await sql.all("PRAGMA table_info(tasks)")).map((c) => String(c["name"])));
+        for (const row of rows) {
+          const kept = Object.keys(row).filter((c) => columns.has(c));
+          await sql.run(
+            `INSERT INTO tasks (${kept.join(", ")}) VALUES (${kept.map(() => "?").join(", ")})`,
+            kept.map((c) => row[c] as never),
+          );
+        }
+      });
+      const image = old.image();
+      await old.close();
+      const store = await openStore({ kind: "memory", image });
+      const h = await Harness.open(store, { tasks: [quick] });
+      expect(store.schemaVersion).toBe(SCHEMA_VERSION);
+      const ids = (await store.read((sql) => sql.all("SELECT id FROM tasks ORDER BY id"))).map(
+        (r) => r["id"],
+      );
+      expect([from, ids]).toEqual([from, [finished]]);
       await h.close();
     }
   });
