@@ -249,6 +249,10 @@ test.each(["a terminating round", "a reset at the boundary"] as const)(
       await root.reset();
       fin.release.resolve();
       expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "reset" });
+      // Draw 39e: the steer's record is read once the conversation is idle, so a reset boundary
+      // settling only the first listed input fails on this assertion rather than by a hang.
+      await root.waitForIdle();
+      expect(await steer.record()).toMatchObject({ status: "unanswered", reason: "reset" });
       expect(await steer.wait()).toMatchObject({ status: "unanswered", reason: "reset" });
     } else {
       // Both answered by the terminating round's tool-calling answer (the steer joined the run).
