@@ -1314,12 +1314,31 @@ describe("compaction a generation waits for", () => {
     const manual = await root.compact();
     await until(() => faux.requests.some(isSummary), { what: "the manual compaction summarizing" });
     let turn = 2;
+    // Each turn's run either settles or is seen waiting; a waiting run never waits on the manual
+    // compaction (draw 39e: a blocking compaction that also waited for every compaction live made
+    // this test only time out).
+    const waitedOn: (readonly number[])[] = [];
     while (!(await root.entries()).some((e) => e.kind === "pi.compaction") && turn < 12) {
       turn++;
-      expect((await (await root.submit({ type: "input", content: big(`q${turn}`) })).wait()).status).toBe(
-        "done",
-      );
+      const submission = await root.submit({ type: "input", content: big(`q${turn}`) });
+      let status: string | undefined;
+      const settled = submission.wait().then((r) => {
+        status = r.status;
+      });
+      // Polled until the run settles or is seen waiting on the manual compaction.
+      for (let seen = false; !seen && status === undefined; await new Promise((r) => setTimeout(r, 1))) {
+        const run = (await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.run?.taskId;
+        const state = run === undefined ? undefined : (await h.getTask(run))?.state;
+        if (state?.status !== "waiting") continue;
+        waitedOn.push(state.on);
+        seen = state.on.includes(manual);
+      }
+      expect(waitedOn.filter((on) => on.includes(manual))).toEqual([]);
+      await settled;
+      expect(status).toBe("done");
     }
+    // The run waited for its own blocking compaction alone.
+    expect(waitedOn.every((on) => on.length === 1)).toBe(true);
     // The threshold compaction was asked for and placed while the manual one was still held.
     expect(summaries).toBe(2);
     expect((await h.getTask(manual))?.state.status).toBe("running");

@@ -98,7 +98,9 @@ test("aborts the work below a held scheduler fault, then finishes with the held 
   });
   const h = await Harness.open(await memoryStore(), { tasks: [child, parent] });
   const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
-  const final = await done(h, id);
+  // Bounded (draw 39e): a held fault taken for no cancellation intent left the child parked and the
+  // parent held, which only timed the test out; now it fails here.
+  const final = await done(h, id, 1000);
   expect(outcome(final)).toEqual({ status: "faulted", error: { message: "parent bug" } });
   const [kid] = await h.tasks({ kind: "fault.child" });
   expect(kid?.abortRequested).toBe(true);

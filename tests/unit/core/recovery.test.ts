@@ -642,7 +642,9 @@ describe("grouping and old records", () => {
     const id = await h2.createTask(joiner("joiner", { result: (o) => (o ?? null) as Json }), old, {
       ownership: { kind: "conversation" },
     });
-    expect(outcome(await done(h2, id))).toEqual({
+    // Bounded (draw 39e): an ended task not in memory read as live left the waiter waiting, which
+    // only timed the test out; now it fails here.
+    expect(outcome(await done(h2, id, 1000))).toEqual({
       status: "completed",
       result: { status: "completed", result: "pong" },
     });

@@ -1884,6 +1884,37 @@ test("allSettled on tasks it does not own, one already terminal and one live: it
   await h.close();
 });
 
+test("allSettled on tasks it does not own that are all already terminal, in the same process: the wait is satisfied at once and reads [completed, failed] in order (draw 39e)", async () => {
+  // Draw 39e: every named test waited on a live foreign task too, or on ended ones only after a
+  // restart; a scheduler that re-examined a wait committed by a still-running invocation only when
+  // the task was marked for abort (never when its wait was already satisfied) passed them.
+  const quick = single(
+    "ended-quick",
+    async (_t, runtime) => void (await runtime.commit(() => complete("quick"))),
+  );
+  const failing = single("ended-failing", async (_t, runtime) => {
+    await runtime.commit(() => ({
+      status: "terminal",
+      outcome: { status: "failed", error: { message: "ended failed" } },
+    }));
+  });
+  let read: string[] | undefined;
+  const waiter = allSettledGatherer("ended-waiter", (statuses) => {
+    read = statuses;
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [quick, failing, waiter] });
+  const conversationOwned = { ownership: { kind: "conversation" as const } };
+  const quickId = await h.createTask(quick, null, conversationOwned);
+  expect(outcome(await done(h, quickId))).toEqual({ status: "completed", result: "quick" });
+  const failingId = await h.createTask(failing, null, conversationOwned);
+  expect(outcome(await done(h, failingId))?.status).toBe("failed");
+  const waiterId = await h.createTask(waiter, { on: [quickId, failingId] }, conversationOwned);
+  // Nothing is left to end: the wait is satisfied at once, in this process, no restart needed.
+  expect(outcome(await done(h, waiterId, 1000))).toEqual({ status: "completed", result: "gathered" });
+  expect(read).toEqual(["completed", "failed"]);
+  await h.close();
+});
+
 test("allSettled on another task's children, one already terminal and one live: allowed, it waits for the live one and reads [completed, failed] in order (break 31G)", async () => {
   // Break 31G: every task waited on in the named tests was conversation-owned (or its own owner); a
   // validation refusing an allSettled wait on another task's child passed them.
