@@ -113,6 +113,21 @@ describe("saving a user tool", () => {
       "invalid_schema",
       /unknown type "float"/,
     ],
+    // Draw 39e D: a schema whose property is not an object schema, and a required that is not a
+    // list, were stored by an engine that skipped either check (every schema row above was caught
+    // by another check).
+    [
+      "a property whose schema is not an object",
+      { parameters: { type: "object", properties: { n: "string" } } },
+      "invalid_schema",
+      /schema of property "n" must be an object/,
+    ],
+    [
+      "a required that is not a list of names",
+      { parameters: { type: "object", properties: { n: { type: "string" } }, required: "n" } },
+      "invalid_schema",
+      /"required" must be a list of property names/,
+    ],
     [
       "the name of a built-in tool",
       { name: "ls" },
