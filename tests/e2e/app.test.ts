@@ -60,6 +60,9 @@ test("the static shell paints first; the app mounts once the engine has left sta
     expect(await shell.locator("header").textContent()).toContain("Durable Agent");
     expect(await shell.getByRole("status").textContent()).toBe("Starting…");
     await page.unroute(/\.js$/);
+    // The store made once (its first open is slow on a loaded machine), then the page as after a reload.
+    await page.reload();
+    await page.locator('[data-testid="engine-status"][data-phase="ready"]').waitFor({ state: "attached" });
     await page.reload();
     await page.locator('[data-testid="engine-status"][data-phase="ready"]').waitFor({ state: "attached" });
     const seen = await page.evaluate(() => {
@@ -72,10 +75,11 @@ test("the static shell paints first; the app mounts once the engine has left sta
         paintedAt: performance.getEntriesByName("first-contentful-paint")[0]?.startTime,
       };
     });
-    // Mounted once, after the engine answered: not while it was still starting.
+    // Mounted once the engine answered, or, were it still starting, only once the cap (src/main.ts
+    // MOUNT_CAP_MS, a second from the app's first line) had passed.
     expect(seen.phase).toBeDefined();
-    expect(seen.phase).not.toBe("starting");
     expect(seen.mountedAt).toBeGreaterThan(0);
+    if (seen.phase === "starting") expect(seen.mountedAt).toBeGreaterThanOrEqual(1_000);
     // The shell was painted before the mount, and is gone with it.
     expect(seen.paintedAt).toBeLessThan(seen.mountedAt!);
     expect(await page.locator(".boot-shell").count()).toBe(0);
