@@ -4,8 +4,8 @@
  * index.html's static shell shows the app's bar and "Starting…".
  * Why wait: after a reload the engine opens its store and resumes the runs it found on the same two
  * cores the tab has; the app's mount is the tab's largest piece of work, and before the open it has
- * no data to show. Mounted at once, it held the first resumed step back by about a third (the
- * recovery bench, tests/bench/recovery.ts); mounted after the open, the data shows no later.
+ * no data to show. Mounted after the open, the data shows no later, and recovery / floor in the
+ * recovery bench (tests/bench/recovery.ts) went from a median 1.83x to 1.70x (docs/ARCHITECTURE.md).
  * Invariants: the engine is connected once, here (App.svelte takes the client as a prop); every
  * status other than "starting" mounts the app at once, so a status screen (a damaged store, another
  * tab, a protocol mismatch) is never held back; the shell is replaced, not hydrated.
