@@ -13,7 +13,7 @@ import {
   createModelResolver,
   HarnessClosed,
 } from "../../../worker/index.ts";
-import { fauxAgentModel, recordJobs, type StoreJob } from "../../../worker/testing.ts";
+import { fauxAgentModel, fauxError, recordJobs, type StoreJob } from "../../../worker/testing.ts";
 import { callsThenAnswer, cleanups, echo, gatedTool, liveOf, open, reopen } from "./fixtures.ts";
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -388,4 +388,39 @@ test("a legacy conversation other than the root, read from the store after a reo
   expect(sent).toEqual([stored, stored]);
   expect(committedAtSend).toEqual([stored, stored]);
   expect(await sessionOf(again, root.id)).toBe(rootSession);
+});
+
+test("a retried request, a generation's and a compaction summary's, passes the conversation's session id again (draw 40, 9)", async () => {
+  const sent: Array<{ summary: boolean; sessionId: unknown }> = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push({ summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT, sessionId: options.sessionId });
+    return defaultStream(model, context, options);
+  };
+  // The first request of each kind fails with a retryable error; its retry is answered.
+  let generations = 0;
+  let summaries = 0;
+  const { h } = await open(
+    (req, call) =>
+      req.systemPrompt === SUMMARY_SYSTEM_PROMPT
+        ? ++summaries === 1
+          ? fauxError("503 Service Unavailable")
+          : fauxAssistantMessage("THE SUMMARY")
+        : ++generations === 1
+          ? fauxError("503 Service Unavailable")
+          : echo(req, call),
+    {
+      stream,
+      settings: { retry: { baseDelayMs: 1 }, compaction: { keepRecentTokens: 1, reserveTokens: 1000 } },
+    },
+  );
+  const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+  const id = await sessionOf(h, other.id);
+  for (const text of ["one", "two"])
+    expect((await (await other.submit({ type: "input", content: text })).wait()).status).toBe("done");
+  const taskId = await other.compact();
+  expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+  // Two generation attempts for the first input (the 503 and its retry), one for the second; two summary attempts.
+  expect(sent.filter((s) => !s.summary)).toHaveLength(3);
+  expect(sent.filter((s) => s.summary)).toHaveLength(2);
+  expect(sent.map((s) => s.sessionId)).toEqual(sent.map(() => id));
 });

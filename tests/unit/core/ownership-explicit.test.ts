@@ -173,6 +173,27 @@ test("ownership is never inferred from call context: a task's own commit naming 
   await h.close();
 });
 
+test("the kind decides: an ownerless creation or fork that names a live task beside its kind records no owner, as stored and after a reopen (draw 40, 3)", async () => {
+  // Draw 40 A: an ownerless ownership carrying a stray taskId taken as owned by that task passed
+  // every named test, whose ownerless creations named nothing beside the kind.
+  const holder = parked("holder-40");
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [holder] });
+  const taskId = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  const stray = { kind: "ownerless", taskId } as never;
+  const made = await h.transaction((tx) => tx.createConversation(stray));
+  const at = await h.transaction((tx) => tx.appendEntry(ROOT_CONVERSATION_ID, { kind: "note" }).id);
+  const forked = await h.forkRecord(ROOT_CONVERSATION_ID, at, { ownership: stray });
+  expect(made.owner).toBeUndefined();
+  expect(forked.owner).toBeUndefined();
+  await h.close();
+  const again = await Harness.open(await memoryStore(store.image()), { tasks: [holder] });
+  for (const c of [made, forked])
+    expect((await again.loadConversation(c.id))?.owner, `conversation ${c.id}`).toBeUndefined();
+  await again.abortTask(taskId);
+  await again.close();
+});
+
 test("the two ownership kinds hold inside a task's own commit too: ownerless records no owner (the committing task is not inferred), task names its owner", async () => {
   // Draw 27a: the kinds were tried from outside any task only, so an ownerless creation that took the
   // committing task as its owner went unseen.
