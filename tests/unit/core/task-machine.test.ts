@@ -1737,6 +1737,9 @@ describe("commits a handler may not make", () => {
     let keptHookApi: TaskRuntime | undefined;
     let leftover: Promise<unknown> | undefined;
     let leftoverWithSignal: Promise<unknown> | undefined;
+    // Settled flags read without awaiting (draw 40B: a wait left out of the invocation's signal stayed
+    // pending, and this test caught it only by timing out on the await below).
+    const settled: string[] = [];
     const hooked: string[] = [];
     const other = parked("other");
     const leaky = single("leaky", async (task, runtime) => {
@@ -1746,13 +1749,19 @@ describe("commits a handler may not make", () => {
       // A wait left behind, unawaited: it rejects when the invocation ends.
       leftover = runtime.waitForTask(task.input as TaskId).then(
         () => "resolved",
-        (error: unknown) => error,
+        (error: unknown) => {
+          settled.push("leftover");
+          return error;
+        },
       );
       // One more, given a signal of its own that never aborts (draw 32cB: a leftover wait with a
       // caller's signal rejected with a bare WaitCancelled, not the invocation's end, and this passed).
       leftoverWithSignal = runtime.waitForTask(task.input as TaskId, new AbortController().signal).then(
         () => "resolved",
-        (error: unknown) => error,
+        (error: unknown) => {
+          settled.push("withSignal");
+          return error;
+        },
       );
       await runtime.commit(() => complete("ok"));
     });
@@ -1787,6 +1796,7 @@ describe("commits a handler may not make", () => {
     await expect(keptHookApi!.memo("hook:late", 1)).rejects.toBeInstanceOf(CommitRefused);
     // Its signal aborted when it ended, and the leftover wait rejected then (its task still runs).
     expect(kept!.signal.aborted).toBe(true);
+    expect([...settled].sort()).toEqual(["leftover", "withSignal"]);
     expect(await leftover).toBeInstanceOf(CommitRefused);
     expect(await leftoverWithSignal).toMatchObject({ name: "CommitRefused", reason: "invocation_ended" });
     expect((await h.getTask(otherId))!.state.status).not.toBe("terminal");

@@ -1137,6 +1137,54 @@ test("runtime reads: now() is the harness clock, report() reaches onReport, getT
   await h.close();
 });
 
+test("runtime outcomes() rejects on a waiting task as on a running one: a task parked on its child is live, not terminal (draw 40B)", async () => {
+  // Draw 40B: outcomes() rejecting only on the running, pending and completing states (a waiting
+  // task's missing outcome answered as undefined) passed the named test, whose live task was running.
+  const child = parked("outcomes-waited-child");
+  const waiter = defineTask<Json, Go | { phase: "joined" }, Json>({
+    name: "outcomes-waiter",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "joined" }, on: [c], policy: "allSettled" };
+        });
+      },
+      joined: async (_t, runtime) => void (await runtime.commit(() => complete("joined"))),
+    },
+    abort: async () => undefined,
+  });
+  const gate = deferred();
+  const seen: Record<string, unknown> = {};
+  const reader = single("outcomes-waiting-reader", async (t, runtime) => {
+    await gate.promise;
+    const id = t.input as TaskId;
+    seen.status = (await runtime.getTask(id))?.state.status;
+    seen.waiting = await runtime.outcomes([id]).then(
+      (all) => all,
+      (e: unknown) => (e as Error).constructor.name,
+    );
+    await runtime.commit(() => complete("read"));
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [child, waiter, reader] });
+  const w = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
+  await until(() => h.inspect().tasks.some((t) => t.record.id === w && t.record.state.status === "waiting"), {
+    what: "the waiter parked",
+  });
+  const r = await h.createTask(reader, w, { ownership: { kind: "conversation" } });
+  gate.resolve();
+  expect(outcome(await done(h, r))).toEqual({ status: "completed", result: "read" });
+  expect(seen.status).toBe("waiting");
+  expect(seen.waiting).toBe("InvalidTransition");
+  const waited = await h.getTask(w);
+  const childId = waited?.state.status === "waiting" ? (waited.state.on[0] as TaskId) : -1;
+  expect(await h.abortTask(childId)).toBe("marked");
+  expect(outcome(await done(h, w))).toEqual({ status: "completed", result: "joined" });
+  await h.close();
+});
+
 test("runtime reads of a task that ended before a reopen: getTask() reads its stored record, waitForTask() resolves with it and outcomes() answers it (draw 36b)", async () => {
   // Draw 36b: runtime.getTask() reading only the records in memory (a task ended before the reopen
   // read as missing) passed the named test, whose tasks all ended in the same open.
