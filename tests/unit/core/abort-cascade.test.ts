@@ -1042,6 +1042,58 @@ test("a crash between an owner's abort mark and its cascade: the open itself der
   await h.close();
 });
 
+// Draw 40, 4: every crash test above has one level below the marked owner, a child task; a
+// reconcile that judged the live tasks newest first (a grandchild before the child its mark comes
+// through) left the grandchild unmarked by the open and passed them all, the next plan marking it.
+test("a crash between an owner's abort mark and its cascade, two levels deep through a conversation: the open marks the child and the grandchild in its owned conversation, then aborts them grandchild first", async () => {
+  const log: string[] = [];
+  const logAbort =
+    (name: string): TaskDefinition<Json, Go, Json>["abort"] =>
+    async (_t, runtime) => {
+      log.push(`abort:${name}`);
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    };
+  const grandchild = single("deep-crash.g", async (_t, _r, signal) => untilAborted(signal), {
+    abort: logAbort("g"),
+  });
+  const child = single(
+    "deep-crash.k",
+    async (_t, runtime, signal) => {
+      await runtime.commit((tx) => {
+        const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+        tx.createTask(grandchild, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await untilAborted(signal);
+    },
+    { abort: logAbort("k") },
+  );
+  const owner = ownerOf("deep-crash.o", child, { log });
+  const tasks = [owner, child, grandchild];
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks });
+  const { latest } = trackTasks(first);
+  const id = await first.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => running(first) === 3, { what: "owner, child and grandchild running" });
+  const idOf = (kind: string) => [...latest.values()].find((t) => t.kind === kind)?.id as TaskId;
+  const [childId, grandchildId] = [idOf("deep-crash.k"), idOf("deep-crash.g")];
+  const crashed = await memoryStore(store.image());
+  await first.close();
+  await crashed.commit((sql) => sql.run("UPDATE tasks SET abort_requested = 1 WHERE id = ?", [id]));
+  const h = await Harness.open(crashed, { tasks, paused: true });
+  const storedMark = async (task: TaskId) =>
+    Number(
+      (await crashed.read((sql) => sql.get("SELECT abort_requested FROM tasks WHERE id = ?", [task])))?.[
+        "abort_requested"
+      ],
+    );
+  expect([await storedMark(childId), await storedMark(grandchildId)]).toEqual([1, 1]);
+  h.resume();
+  expect(outcome(await done(h, id))?.status).toBe("aborted");
+  expect(log).toEqual(["abort:g", "abort:k", "abort:deep-crash.o"]);
+  await h.close();
+});
+
 test("cascades through task and conversation edges, bottom-up", async () => {
   const log: string[] = [];
   const logAbort =

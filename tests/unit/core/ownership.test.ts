@@ -785,6 +785,80 @@ describe("wait cycles through ownership", () => {
     await h.close();
   });
 
+  test("a wait that closes a cycle through a held owner whose held child waits on two tasks, the cycle's one second, is a WaitCycle", async () => {
+    // Draw 40, 11: the tests above have every waiting task wait on one task; a walk that followed a
+    // waiting task's first awaited task only passed them. H holds for its child C, C waits on [Y, O]
+    // (Y a parked stranger), then O waits on H: the cycle O -> H -> C -> O runs through C's second.
+    const ids: { other?: TaskId; stranger?: TaskId } = {};
+    const childWaiting = deferred();
+    const caught: unknown[] = [];
+    let childId: TaskId | undefined;
+    const child = single("two-on-child", async (_task, runtime) => {
+      const on = [ids.stranger!, ids.other!];
+      const ended = await Promise.all(on.map((id) => runtime.getTask(id)));
+      if (ended.every((t) => t?.state.status === "terminal")) {
+        await runtime.commit(() => complete("child done"));
+        return;
+      }
+      await runtime.commit(() => ({
+        status: "waiting",
+        checkpoint: { phase: "go" },
+        on,
+        policy: "allSettled",
+      }));
+      childWaiting.resolve();
+    });
+    const held = defineTask<Json, { phase: "go" } | { phase: "finish" }, Json>({
+      name: "two-on-held",
+      version: 1,
+      initial: () => ({ phase: "go" }),
+      phases: {
+        go: async (_task, runtime) => {
+          await runtime.commit((tx) => {
+            childId = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+            return { status: "running", checkpoint: { phase: "finish" } };
+          });
+        },
+        finish: async (_task, runtime) => void (await runtime.commit(() => complete("held"))),
+      },
+      abort: async () => undefined,
+    });
+    const other = single("two-on-other", async (task, runtime) => {
+      await childWaiting.promise;
+      try {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "go" },
+          on: [task.input as number],
+          policy: "allSettled",
+        }));
+      } catch (error) {
+        caught.push(error);
+        await runtime.commit(() => complete("refused"));
+      }
+    });
+    const h = await Harness.open(await memoryStore(), { tasks: [held, child, other] });
+    const heldId = await h.transaction((tx) => {
+      ids.stranger = tx.createTask(parked("two-on-stranger"), null, { ownership: { kind: "conversation" } });
+      const top = tx.createTask(held, null, { ownership: { kind: "conversation" } });
+      ids.other = tx.createTask(other, top, { ownership: { kind: "conversation" } });
+      return top;
+    });
+    await until(() => internals(h).session.records.tasks.get(heldId)?.state.status === "completing", {
+      what: "the owner held for its child",
+    });
+    const otherState = () => internals(h).session.records.tasks.get(ids.other!)?.state.status;
+    await until(() => otherState() === "waiting" || otherState() === "terminal", { what: "the wait judged" });
+    expect(otherState()).toBe("terminal");
+    expect(outcome(await done(h, ids.other!))).toEqual({ status: "completed", result: "refused" });
+    expect(caught[0]).toBeInstanceOf(WaitCycle);
+    await h.abortTask(ids.stranger!);
+    expect(outcome(await done(h, childId!))).toEqual({ status: "completed", result: "child done" });
+    expect(outcome(await done(h, heldId))).toEqual({ status: "completed", result: "held" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+
   test("a wait that closes a cycle through an owner's live child is a WaitCycle", async () => {
     // B owns C; C waits on A; then A waits on B: A -> B -> (B's live child) C -> A.
     const cWaiting = deferred();
