@@ -119,6 +119,24 @@ describe("the cut", () => {
     expect(selectCut([omitted, ...huge], 20_000)).toBe(2);
   });
 
+  test("nothing to compact when only pi.system entries precede the cut: the summarizer leaves system messages out, so no empty summary is asked for (a departure, tests/NOT-APPLICABLE.md [8.7])", () => {
+    const system = entry(1, "pi.system", {
+      role: "system",
+      content: "",
+      sections: { a: "be brief" },
+      timestamp: 0,
+    });
+    const huge = [user(2, "y".repeat(120_000)), assistant(3, "ok")];
+    // The system entry does contribute a message ...
+    expect(rangeContributions([system, ...huge]).map((c) => c.length)).toEqual([1, 1, 1]);
+    // ... yet the cut at the first user entry leaves nothing the summary could say.
+    expect(selectCut([system, ...huge], 20_000)).toBeUndefined();
+    // With a user entry beside it before the cut, there is history to summarize.
+    expect(
+      selectCut([system, user(2, "said before"), user(3, "y".repeat(120_000)), assistant(4, "ok")], 20_000),
+    ).toBe(3);
+  });
+
   test("range selection reads contributions under every edit of the range, also those an older in-range marker carries", () => {
     // Spec §8.7: "including edits carried by older in-range markers" (found contrary in session 22).
     const older = {
