@@ -69,6 +69,34 @@ function trackTasks(h: Harness): { changes: TaskRecord[][]; latest: Map<TaskId, 
   return { changes, latest };
 }
 
+/** An abort handler that logs `abort:<name>` into `log`, then ends aborted. */
+function loggedAbort(log: string[], name: string): TaskDefinition<Json, Go, Json>["abort"] {
+  return async (_t, runtime) => {
+    log.push(`abort:${name}`);
+    await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+  };
+}
+
+/** A task that creates a conversation it owns, starts `inner` in it, and runs until aborted. */
+function ownsConversationRunning(
+  name: string,
+  inner: AnyTaskDefinition,
+  abort: TaskDefinition<Json, Go, Json>["abort"],
+): TaskDefinition<Json, Go, Json> {
+  return single(
+    name,
+    async (_t, runtime, signal) => {
+      await runtime.commit((tx) => {
+        const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+        tx.createTask(inner, null, { ownership: { kind: "conversation" }, conversationId: c.id });
+        return { status: "running", checkpoint: { phase: "go" } };
+      });
+      await untilAborted(signal);
+    },
+    { abort },
+  );
+}
+
 test("cascade marks are derived in a commit of their own, never in the commit that marks the owner", async () => {
   const child = parked("cascade-child");
   const owner = ownerOf("cascade-owner", child);
@@ -1047,27 +1075,11 @@ test("a crash between an owner's abort mark and its cascade: the open itself der
 // through) left the grandchild unmarked by the open and passed them all, the next plan marking it.
 test("a crash between an owner's abort mark and its cascade, two levels deep through a conversation: the open marks the child and the grandchild in its owned conversation, then aborts them grandchild first", async () => {
   const log: string[] = [];
-  const logAbort =
-    (name: string): TaskDefinition<Json, Go, Json>["abort"] =>
-    async (_t, runtime) => {
-      log.push(`abort:${name}`);
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
-    };
+  const logAbort = (name: string) => loggedAbort(log, name);
   const grandchild = single("deep-crash.g", async (_t, _r, signal) => untilAborted(signal), {
     abort: logAbort("g"),
   });
-  const child = single(
-    "deep-crash.k",
-    async (_t, runtime, signal) => {
-      await runtime.commit((tx) => {
-        const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-        tx.createTask(grandchild, null, { ownership: { kind: "conversation" }, conversationId: c.id });
-        return { status: "running", checkpoint: { phase: "go" } };
-      });
-      await untilAborted(signal);
-    },
-    { abort: logAbort("k") },
-  );
+  const child = ownsConversationRunning("deep-crash.k", grandchild, logAbort("k"));
   const owner = ownerOf("deep-crash.o", child, { log });
   const tasks = [owner, child, grandchild];
   const store = await memoryStore();
@@ -1096,27 +1108,11 @@ test("a crash between an owner's abort mark and its cascade, two levels deep thr
 
 test("cascades through task and conversation edges, bottom-up", async () => {
   const log: string[] = [];
-  const logAbort =
-    (name: string): TaskDefinition<Json, Go, Json>["abort"] =>
-    async (_t, runtime) => {
-      log.push(`abort:${name}`);
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
-    };
+  const logAbort = (name: string) => loggedAbort(log, name);
   // x: ordinary work in the conversation b owns.
   const x = single("edge.x", async (_t, _r, signal) => untilAborted(signal), { abort: logAbort("x") });
   // b: a task owned by a; it owns a conversation holding x.
-  const b = single(
-    "edge.b",
-    async (_t, runtime, signal) => {
-      await runtime.commit((tx) => {
-        const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-        tx.createTask(x, null, { ownership: { kind: "conversation" }, conversationId: c.id });
-        return { status: "running", checkpoint: { phase: "go" } };
-      });
-      await untilAborted(signal);
-    },
-    { abort: logAbort("b") },
-  );
+  const b = ownsConversationRunning("edge.b", x, logAbort("b"));
   const a = ownerOf("a", b, { log });
   const h = await Harness.open(await memoryStore(), { tasks: [a, b, x] });
   const id = await h.createTask(a, null, { ownership: { kind: "conversation" } });

@@ -26,6 +26,32 @@ import {
   untilAborted,
 } from "./fixtures.ts";
 
+/**
+ * A task that waits (allSettled) on the task `target` names, once `ready` settles; a refused wait is
+ * pushed to `caught` and the task completes with "refused".
+ */
+function waitsOrIsRefused(
+  name: string,
+  caught: unknown[],
+  target: (task: { readonly input: unknown }, runtime: { readonly taskId: TaskId }) => number,
+  ready?: Promise<unknown>,
+) {
+  return single(name, async (task, runtime) => {
+    await ready;
+    try {
+      await runtime.commit(() => ({
+        status: "waiting",
+        checkpoint: { phase: "go" },
+        on: [target(task, runtime) as TaskId],
+        policy: "allSettled",
+      }));
+    } catch (error) {
+      caught.push(error);
+      await runtime.commit(() => complete("refused"));
+    }
+  });
+}
+
 describe("structured concurrency", () => {
   test("writes split at the hold: the finishing commit's own entry lands at the hold; the terminal record, the task's document retirement and its waiters come in the final commit", async () => {
     const gate = deferred();
@@ -622,19 +648,7 @@ describe("ownership and stored rows", () => {
 describe("wait cycles through ownership", () => {
   test("a task in a conversation owned by task X may not wait on X: it would wait on its own owner", async () => {
     const caught: unknown[] = [];
-    const waiter = single("waits-on-owner", async (task, runtime) => {
-      try {
-        await runtime.commit(() => ({
-          status: "waiting",
-          checkpoint: { phase: "go" },
-          on: [task.input as number],
-          policy: "allSettled",
-        }));
-      } catch (error) {
-        caught.push(error);
-        await runtime.commit(() => complete("refused"));
-      }
-    });
+    const waiter = waitsOrIsRefused("waits-on-owner", caught, (task) => task.input as number);
     const h = await Harness.open(await memoryStore());
     const x = await h.createTask(parked("conversation-owner"), null, { ownership: { kind: "conversation" } });
     await until(() => running(h) === 1, { what: "owner running" });
@@ -823,20 +837,12 @@ describe("wait cycles through ownership", () => {
       },
       abort: async () => undefined,
     });
-    const other = single("two-on-other", async (task, runtime) => {
-      await childWaiting.promise;
-      try {
-        await runtime.commit(() => ({
-          status: "waiting",
-          checkpoint: { phase: "go" },
-          on: [task.input as number],
-          policy: "allSettled",
-        }));
-      } catch (error) {
-        caught.push(error);
-        await runtime.commit(() => complete("refused"));
-      }
-    });
+    const other = waitsOrIsRefused(
+      "two-on-other",
+      caught,
+      (task) => task.input as number,
+      childWaiting.promise,
+    );
     const h = await Harness.open(await memoryStore(), { tasks: [held, child, other] });
     const heldId = await h.transaction((tx) => {
       ids.stranger = tx.createTask(parked("two-on-stranger"), null, { ownership: { kind: "conversation" } });
@@ -863,21 +869,8 @@ describe("wait cycles through ownership", () => {
     // B owns C; C waits on A; then A waits on B: A -> B -> (B's live child) C -> A.
     const cWaiting = deferred();
     const caught: unknown[] = [];
-    const a = single("cycle-a", async (_task, runtime) => {
-      await cWaiting.promise;
-      try {
-        // A and B are created one after the other in one transaction: B's id follows A's.
-        await runtime.commit(() => ({
-          status: "waiting",
-          checkpoint: { phase: "go" },
-          on: [runtime.taskId + 1],
-          policy: "allSettled",
-        }));
-      } catch (error) {
-        caught.push(error);
-        await runtime.commit(() => complete("refused"));
-      }
-    });
+    // A and B are created one after the other in one transaction: B's id follows A's.
+    const a = waitsOrIsRefused("cycle-a", caught, (_task, runtime) => runtime.taskId + 1, cWaiting.promise);
     const c = single("cycle-c", async (task, runtime) => {
       const target = task.input as number;
       if ((await runtime.getTask(target))?.state.status === "terminal") {

@@ -29,6 +29,7 @@ import {
   settle,
   single,
   untilAborted,
+  waitsOnOwnedChild,
 } from "./fixtures.ts";
 
 test("startedAt is stamped on the harness clock at the first move to running and kept through a wait; endedAt at terminal", async () => {
@@ -1141,21 +1142,7 @@ test("runtime outcomes() rejects on a waiting task as on a running one: a task p
   // Draw 40B: outcomes() rejecting only on the running, pending and completing states (a waiting
   // task's missing outcome answered as undefined) passed the named test, whose live task was running.
   const child = parked("outcomes-waited-child");
-  const waiter = defineTask<Json, Go | { phase: "joined" }, Json>({
-    name: "outcomes-waiter",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          const c = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
-          return { status: "waiting", checkpoint: { phase: "joined" }, on: [c], policy: "allSettled" };
-        });
-      },
-      joined: async (_t, runtime) => void (await runtime.commit(() => complete("joined"))),
-    },
-    abort: async () => undefined,
-  });
+  const waiter = waitsOnOwnedChild("outcomes-waiter", child);
   const gate = deferred();
   const seen: Record<string, unknown> = {};
   const reader = single("outcomes-waiting-reader", async (t, runtime) => {
@@ -1181,7 +1168,7 @@ test("runtime outcomes() rejects on a waiting task as on a running one: a task p
   const waited = await h.getTask(w);
   const childId = waited?.state.status === "waiting" ? (waited.state.on[0] as TaskId) : -1;
   expect(await h.abortTask(childId)).toBe("marked");
-  expect(outcome(await done(h, w))).toEqual({ status: "completed", result: "joined" });
+  expect(outcome(await done(h, w))).toEqual({ status: "completed", result: "outcomes-waiter" });
   await h.close();
 });
 
