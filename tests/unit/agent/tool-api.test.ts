@@ -14,12 +14,19 @@ import { textResult } from "../../../worker/agent/tools/contract.ts";
 import type { TaskDefinition } from "../../../worker/core/define.ts";
 import { CommitRefused, InvalidTransition, WaitCancelled } from "../../../worker/core/errors.ts";
 import type { Json, TaskRecord } from "../../../worker/core/types.ts";
-import { createRegistry, defineExtension, defineTool, type ToolResult } from "../../../worker/index.ts";
+import {
+  AgentHarness,
+  createRegistry,
+  defineExtension,
+  defineTool,
+  type ToolResult,
+} from "../../../worker/index.ts";
 import type { Sql } from "../../../worker/store/types.ts";
-import { deferred, memoryStore, until } from "../../../worker/testing.ts";
+import { deferred, fauxError, memoryStore, until } from "../../../worker/testing.ts";
 import { complete, type Go, parked, single, untilAborted } from "../core/fixtures.ts";
 import {
   callsThenAnswer,
+  cleanups,
   diagnosticsOf,
   inboxOf,
   liveOf,
@@ -840,6 +847,79 @@ test("a tool's conversation handle: abort({ background: true }) withdraws the qu
   }
   expect((await write.record()).status).toBe("queued");
   expect(inboxOf(h, child.id).items.map((i) => i.mode)).toEqual(["write"]);
+});
+
+test("a paused reopen below an abort-marked owner whose cascade never ran withdraws the queued input a failed run left in its owned conversation, keeps the queued write, before resume, also when another conversation it owns has no documents in memory", async () => {
+  // Draw 39b, 19 (lead's follow-up): the conversation a failed run left a queue in has its documents
+  // in memory after a reopen (its queued items are unsettled submissions), so a paused open's draft
+  // of the reconciliation needed nothing more, and dropping reconcileAtOpen's fallback commit passed
+  // every test. Here the owner also owns an idle conversation with nothing queued, whose documents the
+  // reopen does not load: the cascade reads its inbox, the draft throws, and the fallback commit is
+  // what withdraws the input before resume.
+  const hold = deferred();
+  const worker = parked("tool-api.reopen-owner");
+  const { h, root, faux, store } = await open(
+    async (req) => {
+      const sent = JSON.stringify(req.messages);
+      if (sent.includes('"fails"')) {
+        await hold.promise;
+        return fauxError("400 invalid request");
+      }
+      return fauxAssistantMessage("idle done");
+    },
+    { tasks: [worker] },
+  );
+  const owner = await h.createTask(worker, null, {
+    ownership: { kind: "conversation" },
+    conversationId: root.id,
+  });
+  const queuedIn = await h.createConversation({ ownership: { kind: "task", taskId: owner } });
+  const idle = await h.createConversation({ ownership: { kind: "task", taskId: owner } });
+  expect((await (await idle.submit({ type: "input", content: "idle" })).wait()).status).toBe("done");
+  const first = await queuedIn.submit({ type: "input", content: "fails" });
+  await until(() => queuedIn.busy, { what: "a run in the task-owned conversation" });
+  const followUp = await queuedIn.submit({ type: "input", content: "queued input" });
+  const write = await queuedIn.submit({ type: "write", entry: { kind: "app.note", data: "kept" } });
+  hold.resolve();
+  expect(await first.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+  await queuedIn.waitForIdle();
+  expect(inboxOf(h, queuedIn.id).items.map((i) => i.id)).toEqual([followUp.id, write.id]);
+  // The store as a crash right after the owner's marking commit leaves it: the cascade never ran.
+  const crashed = await memoryStore(store.image());
+  await h.close();
+  await crashed.commit((sql) => sql.run("UPDATE tasks SET abort_requested = 1 WHERE id = ?", [owner]));
+  const reopened = await AgentHarness.open(crashed, {
+    models: faux.models,
+    defaultModel: faux.ref,
+    tasks: [worker],
+    paused: true,
+  });
+  cleanups.push(() => reopened.close().catch(() => undefined));
+  const stored = async (id: number) =>
+    JSON.parse(
+      String(
+        (await crashed.read((sql) => sql.get("SELECT body FROM submissions WHERE id = ?", [id])))?.["body"],
+      ),
+    ) as { status: string; reason?: string };
+  // Committed by the open itself, before anything is scheduled.
+  expect(reopened.inspect().scheduling).toBe("paused");
+  expect(await stored(followUp.id)).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect((await stored(write.id)).status).toBe("queued");
+  expect(await reopened.submissionRecord(followUp.id)).toMatchObject({
+    status: "unanswered",
+    reason: "aborted",
+  });
+  expect(inboxOf(reopened, queuedIn.id).items.map((i) => i.id)).toEqual([write.id]);
+  const marked = await reopened.getTask(owner);
+  expect(marked?.abortRequested).toBe(true);
+  expect(marked?.state.status).not.toBe("terminal");
+  // The idle conversation's documents are in memory only through the fallback commit's load (the
+  // open reads those of conversations with live work or queued items): the state this test is for.
+  expect(reopened.docsLoaded(idle.id)).toBe(true);
+  reopened.resume();
+  const ended = await reopened.waitForTask(owner);
+  expect(ended.state).toMatchObject({ status: "terminal", outcome: { status: "aborted" } });
+  expect((await reopened.submissionRecord(write.id))?.status).toBe("queued");
 });
 
 test("two calls wait on one task: the wait of the call aborted first rejects with WaitCancelled, and the other call still gets the terminal receipt", async () => {
