@@ -885,6 +885,45 @@ describe("conversations", () => {
     expect(await root.agentState()).toEqual({ instructions: "Be terse.", thinkingLevel: "low" });
   });
 
+  test("init has document access in every creating commit: createConversation's and fork's init write their conversation's documents and read them back, and read another conversation's (draw 40b, 5)", async () => {
+    // Draw 40b: only root()'s init wrote a document; the others read the built-in ones and appended
+    // entries, so a write refused in any commit that forks (not only to the forked parent's copied
+    // documents) passed every init test.
+    const { h, root } = await open(echo);
+    await h.transaction((tx) => tx.writeDoc(root.id, "app.setting", { theme: "dark" }));
+    const seen: unknown[] = [];
+    const made = await h.createConversation({
+      ownership: { kind: "ownerless" },
+      init: (tx, id) => {
+        tx.writeDoc(id, "app.tag", { by: "init" });
+        seen.push(tx.readDoc(id, "app.tag"), tx.readDoc(root.id, "app.setting"));
+      },
+    });
+    expect(seen).toEqual([{ by: "init" }, { theme: "dark" }]);
+    expect(await h.transaction((tx) => tx.readDoc(made.id, "app.tag"))).toEqual({ by: "init" });
+    await (await root.submit({ type: "input", content: "hello" })).wait();
+    const at = (await root.entries()).at(-1)!.id;
+    seen.length = 0;
+    const fork = await root.fork(at, {
+      ownership: { kind: "ownerless" },
+      init: (tx, id) => {
+        // Its copy of the parent's document, the parent's own, then its own write over the copy.
+        seen.push(tx.readDoc(id, "app.setting"), tx.readDoc(root.id, "app.setting"));
+        tx.writeDoc(id, "app.setting", { theme: "light" });
+        tx.writeDoc(id, "app.tag", { by: "fork init" });
+        seen.push(tx.readDoc(id, "app.setting"));
+      },
+    });
+    expect(seen).toEqual([{ theme: "dark" }, { theme: "dark" }, { theme: "light" }]);
+    expect(
+      await h.transaction((tx) => [
+        tx.readDoc(fork.id, "app.setting"),
+        tx.readDoc(fork.id, "app.tag"),
+        tx.readDoc(root.id, "app.setting"),
+      ]),
+    ).toEqual([{ theme: "light" }, { by: "fork init" }, { theme: "dark" }]);
+  });
+
   test("an async init (ConversationInit may return a promise) is awaited in the creating commit of createConversation, fork and root(): its writes after an await land there, a rejection creates nothing", async () => {
     // Break 28J: every init above was synchronous; an init called without awaiting its promise
     // passed them all (its throw is synchronous).

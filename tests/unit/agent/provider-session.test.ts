@@ -424,3 +424,68 @@ test("a retried request, a generation's and a compaction summary's, passes the c
   expect(sent.filter((s) => s.summary)).toHaveLength(2);
   expect(sent.map((s) => s.sessionId)).toEqual(sent.map(() => id));
 });
+
+test("with settings.stream.cacheRetention none, every request still passes the session id: suppressing it is the provider's behavior, not the engine's (draw 40b, 8)", async () => {
+  // Draw 40b: no generation request of any test ran with cacheRetention "none" (only the summary
+  // request, which always sends "none"); a generation leaving the session id out under it passed
+  // every test.
+  const sent: Array<{ summary: boolean; cacheRetention: unknown; sessionId: unknown }> = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push({
+      summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT,
+      cacheRetention: options.cacheRetention,
+      sessionId: options.sessionId,
+    });
+    return defaultStream(model, context, options);
+  };
+  const { h, root } = await open(echo, {
+    stream,
+    settings: {
+      stream: { cacheRetention: "none" },
+      compaction: { keepRecentTokens: 1, reserveTokens: 1000 },
+    },
+  });
+  const id = await sessionOf(h, root.id);
+  for (const text of ["one", "two"])
+    expect((await (await root.submit({ type: "input", content: text })).wait()).status).toBe("done");
+  expect((await h.waitForTask(await root.compact())).state).toMatchObject({
+    outcome: { status: "completed" },
+  });
+  expect(sent.filter((s) => !s.summary)).toHaveLength(2);
+  expect(sent.filter((s) => s.summary)).toHaveLength(1);
+  expect(sent.map((s) => s.cacheRetention)).toEqual(sent.map(() => "none"));
+  expect(sent.map((s) => s.sessionId)).toEqual(sent.map(() => id));
+});
+
+test("an automatic compaction's summary request passes the conversation's session id too, as a manual one's does (draw 40b, 8)", async () => {
+  // Draw 40b: every summary request of these tests was a manual compact()'s; a summary passing the
+  // session id for a manual compaction only passed them all.
+  const sent: Array<{ summary: boolean; sessionId: unknown }> = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push({ summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT, sessionId: options.sessionId });
+    return defaultStream(model, context, options);
+  };
+  const small = fauxAgentModel(
+    (req, call) =>
+      req.systemPrompt === SUMMARY_SYSTEM_PROMPT ? fauxAssistantMessage("SUMMARY") : echo(req, call),
+    { id: "session-small", contextWindow: 1200 },
+  );
+  cleanups.push(async () => small.unregister());
+  const { h, root } = await open(echo, {
+    stream,
+    models: createModelResolver({ extra: [small.model] }),
+    defaultModel: small.ref,
+    settings: { compaction: { reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 0 } },
+  });
+  const id = await sessionOf(h, root.id);
+  // About 100 tokens an input: the blocking threshold (1,100) is crossed within a dozen turns.
+  for (let turn = 1; turn <= 12 && !sent.some((s) => s.summary); turn++)
+    expect(
+      (await (await root.submit({ type: "input", content: `q${turn} ${"x".repeat(400)}` })).wait()).status,
+    ).toBe("done");
+  expect((await root.entries()).find((e) => e.kind === "pi.compaction")?.data).toEqual({
+    reason: "threshold",
+  });
+  expect(sent.filter((s) => s.summary)).toHaveLength(1);
+  expect(sent.map((s) => s.sessionId)).toEqual(sent.map(() => id));
+});

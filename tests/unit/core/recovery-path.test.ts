@@ -109,6 +109,8 @@ test("prepare runs after the load and before any recovered task starts; a resume
     },
   });
   expect(order).toEqual(["prepare: running", "resumed in prepare: paused"]);
+  // The resume() itself takes effect once the open ends, before done() (itself a progress call).
+  expect(h.inspect().scheduling).toBe("running");
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "finished" });
   expect(seen).toEqual([true]);
   await h.close();
