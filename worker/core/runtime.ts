@@ -222,7 +222,8 @@ export class Invocation {
     // Its conversation moved away (step 1 of a move): it stops here, its stored state untouched.
     if (away(t.conversationId)) return STOP;
     if (this.mode === "abort") {
-      if (this.scheduler.closing) return STOP;
+      // Rule 2 from the moment close began, its grace included, as for a run invocation below.
+      if (this.scheduler.stopping) return STOP;
       if (!after) return { kind: "run", task: t };
       // A thrown value is the handler's failure whatever it is (undefined and null too: rule 4).
       const error = after.failure

@@ -912,3 +912,96 @@ test("close joins tool and hook invocations that ignore their signal: the store 
     expect([where, returned, store.closed]).toEqual([where, true, true]);
   }
 });
+
+test("step rule 2 in a close with a grace: an abort handler that returns without an outcome, or throws, in the grace is stopped, not faulted: its mark is kept and the next engine runs it again (draw 40b)", async () => {
+  // Draw 40b: every rule-2 test closed without a grace; in the grace the run step stopped a phase
+  // that returned or threw, while the abort step judged rule 4 and faulted its task.
+  const gate = deferred();
+  const started = [deferred(), deferred()];
+  const log: string[] = [];
+  const marked = (inGrace: boolean) =>
+    single("marked", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (task, runtime) => {
+        log.push(`abort ${task.input}`);
+        if (inGrace) {
+          started[task.input as number]!.resolve();
+          await gate.promise;
+          if (task.input === 1) throw new Error("abort handler failed in the grace");
+          return;
+        }
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "after reopen" },
+        }));
+      },
+    });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [marked(true)] });
+  const ids = [
+    await h.createTask(marked(true), 0, { ownership: { kind: "conversation" } }),
+    await h.createTask(marked(true), 1, { ownership: { kind: "conversation" } }),
+  ];
+  await until(() => running(h) === 2, { what: "both running" });
+  for (const id of ids) expect(await h.abortTask(id)).toBe("marked");
+  await Promise.all(started.map((d) => d.promise));
+  const published: unknown[] = [];
+  h.subscribe((change) => published.push(...change.tasks));
+  const closing = h.close({ graceMs: 5000 });
+  gate.resolve();
+  await closing;
+  expect(published).toEqual([]);
+  const image = await memoryStore(store.image());
+  for (const id of ids) expect((await row(image, id))?.["status"]).toBe("running");
+  log.length = 0;
+  const next = await Harness.open(image, { tasks: [marked(false)] });
+  for (const id of ids) expect((await next.getTask(id))?.abortRequested).toBe(true);
+  for (const id of ids)
+    expect(outcome(await done(next, id))).toEqual({ status: "aborted", reason: "after reopen" });
+  expect(log.sort()).toEqual(["abort 0", "abort 1"]);
+  await next.close();
+});
+
+test("an abort handler signalled by close that then commits its outcome is refused: close writes no outcome, the mark stays, and the next engine runs the handler again (draw 40b)", async () => {
+  // Draw 40b: the named tests' abort handlers returned or threw when close signalled them; an engine
+  // whose runtime gate refused only a run invocation's commits once closing, letting the abort
+  // handler's outcome through, passed them.
+  const started = deferred();
+  let refused: unknown;
+  const log: string[] = [];
+  const marked = (first: boolean) =>
+    single("marked", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime, signal) => {
+        log.push("abort");
+        if (first) {
+          started.resolve();
+          await untilAborted(signal).catch(() => undefined);
+          refused = await runtime
+            .commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "at close" } }))
+            .catch((e: unknown) => e);
+          return;
+        }
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "after reopen" },
+        }));
+      },
+    });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [marked(true)] });
+  const id = await h.createTask(marked(true), null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  await started.promise;
+  const published: unknown[] = [];
+  h.subscribe((change) => published.push(...change.tasks));
+  await h.close();
+  expect(refused).toMatchObject({ name: "CommitRefused", reason: "closing" });
+  expect(published).toEqual([]);
+  const image = await memoryStore(store.image());
+  expect((await row(image, id))?.["status"]).toBe("running");
+  const next = await Harness.open(image, { tasks: [marked(false)] });
+  expect((await next.getTask(id))?.abortRequested).toBe(true);
+  expect(outcome(await done(next, id))).toEqual({ status: "aborted", reason: "after reopen" });
+  expect(log).toEqual(["abort", "abort"]);
+  await next.close();
+});
