@@ -21,7 +21,7 @@ import {
 } from "../../../worker/index.ts";
 import { deferred, type FauxRequest, memoryStore, until } from "../../../worker/testing.ts";
 import { parked } from "../core/fixtures.ts";
-import { echo, open, textOf } from "./fixtures.ts";
+import { callsThenAnswer, echo, open, textOf } from "./fixtures.ts";
 
 const ownerless = { ownership: { kind: "ownerless" as const } };
 
@@ -221,6 +221,40 @@ describe("fork", () => {
     expect(await h.doc(freshChild.id, DOC.usage)).toEqual({ models: {}, tools: {} });
     expect(await h.doc(freshChild.id, DOC.inbox)).toEqual({ items: [] });
     expect(await h.doc(freshChild.id, DOC.live)).toEqual({});
+  });
+
+  test("a fork of a parent whose tool spent starts pi.usage at zero in both ledgers, by the handle and by a raw fork: the tool spend is counted once, under the parent (draw 40b)", async () => {
+    // Draw 40b: every fork test forked a parent whose spend was in `models` only, so a fork that
+    // started its `tools` ledger as a copy of its parent's passed them all.
+    const spent = { input: 10, output: 1, cacheRead: 0, cacheWrite: 0, totalTokens: 11 };
+    const cost = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 };
+    const summarize = defineTool({
+      name: "summarize",
+      description: "Summarize with a model of its own",
+      parameters: Type.Object({}),
+      execute: async () => ({ ...textResult("summary"), usage: { ...spent, cost } }),
+    });
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("summarize", {}, { id: "call-1" })), {
+      tools: [summarize],
+    });
+    await ask(root, "one");
+    type Ledger = {
+      models: Record<string, { totalTokens: number }>;
+      tools: Record<string, { totalTokens: number }>;
+    };
+    const parent = (await h.doc(root.id, DOC.usage)) as unknown as Ledger;
+    expect(parent.tools["summarize"]?.totalTokens).toBe(11);
+    const at = (await root.entries()).at(-1)!.id;
+    const child = await root.fork(at, ownerless);
+    const raw = await h.transaction((tx) => tx.forkConversation(root.id, at, ownerless));
+    for (const id of [child.id, raw.id])
+      expect(await h.doc(id, DOC.usage)).toEqual({ models: {}, tools: {} });
+    // The child's own answer adds to its own zero: its models ledger only; the Session's tool total is the parent's.
+    await ask(child, "two");
+    const own = (await h.doc(child.id, DOC.usage)) as unknown as Ledger;
+    expect(own.tools).toEqual({});
+    expect(Object.keys(own.models)).toHaveLength(1);
+    expect((await h.usage()).tools).toEqual(parent.tools);
   });
 
   test("a fork of a fork at the last entry the first fork inherited (its own fork point) is visible: the grandchild sees the root through it, a raw fork past it is refused", async () => {

@@ -77,6 +77,44 @@ test("a partial left by a stopped engine becomes an aborted entry, then the requ
   await h2.close();
 });
 
+test("a converted partial leaves pi.live before the request is sent again: the recovered request starts from no partial (draw 40b)", async () => {
+  // Draw 40b: a conversion that appended the aborted entry but left the partial in pi.live passed
+  // every test: the resent request's own partials and its classifying commit replaced it.
+  let h2: AgentHarness | undefined;
+  const atRequest: unknown[] = [];
+  faux = fauxAgentModel(
+    () => {
+      if (h2) atRequest.push(h2.docNow<LiveState & Record<string, never>>(1, DOC.live)?.generation?.message);
+      return fauxAssistantMessage(LONG);
+    },
+    { tokensPerSecond: 400 },
+  );
+  const options = { models: faux.models, defaultModel: faux.ref, settings: { partialIntervalMs: 20 } };
+  const store = await memoryStore();
+  const h = await AgentHarness.open(store, options);
+  await (await h.root()).submit({ type: "input", content: "talk", requestId: "q" });
+  await until(
+    () =>
+      (h.docNow<LiveState & Record<string, never>>(1, DOC.live)?.generation?.message?.content.length ?? 0) >
+      0,
+  );
+  await h.close();
+
+  h2 = await AgentHarness.open(await memoryStore(store.image()), options);
+  const root = await h2.root();
+  const again = await root.submit({ type: "input", content: "talk", requestId: "q" });
+  await until(() => atRequest.length > 0);
+  // The commit that converted the partial removed it: the recovered request starts from none.
+  expect(atRequest).toEqual([undefined]);
+  expect((await again.wait()).status).toBe("done");
+  const stops = (await root.entries())
+    .filter((e) => e.kind === "pi.assistant")
+    .map((e) => (e.model as unknown as Array<{ stopReason: string }>)[0]!.stopReason);
+  expect(stops).toEqual(["aborted", "stop"]);
+  expect(h2.docNow<LiveState & Record<string, never>>(1, DOC.live)?.generation).toBeUndefined();
+  await h2.close();
+});
+
 test("a partial of several blocks left by a stopped engine is converted whole: its thinking as well as its text", async () => {
   // Break 30J: the named test's partial was one text block; a conversion keeping only text passed it.
   const answer = () =>

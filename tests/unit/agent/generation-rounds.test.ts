@@ -604,6 +604,51 @@ test("durationMs is the execute call's own time, not the tool task's lifecycle s
   }
 });
 
+test("a round's generation completes with its tool-calling answer also when its closing commit writes after it: a steer placed after the tools, a reset that ends the run, a follow-up a terminating round places (draw 40b)", async () => {
+  // Draw 40b: the named test's closing commit wrote nothing after the answer, so a generation
+  // completing with the newest entry of that commit passed it.
+  for (const form of ["steer", "reset", "terminate"] as const) {
+    const started = deferred();
+    const release = deferred();
+    const hold = defineTool({
+      name: "hold",
+      description: "Wait until released",
+      parameters: Type.Object({}),
+      async execute() {
+        started.resolve();
+        await release.promise;
+        return form === "terminate"
+          ? { ...textResult("held"), control: { terminate: true } }
+          : textResult("held");
+      },
+    });
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+      tools: [hold],
+    });
+    const tasks = trackTasks(h);
+    const run = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    if (form === "steer") await root.submit({ type: "input", content: "also", whenBusy: "steer" });
+    if (form === "reset") await root.reset("over");
+    if (form === "terminate") await root.submit({ type: "input", content: "next", whenBusy: "followUp" });
+    release.resolve();
+    await run.wait();
+    await root.waitForIdle();
+    const entries = await root.entries();
+    const calling = entries.find((e) => e.kind === "pi.assistant")!;
+    const result = entries.find((e) => e.kind === "pi.tool-result")!;
+    // The closing commit wrote an entry after the round's result: the steer's, the reset, the follow-up's.
+    expect(entries.filter((e) => e.id > result.id).map((e) => e.kind)[0], form).toBe(
+      form === "reset" ? "pi.reset" : "pi.user",
+    );
+    const [first] = [...tasks.values()].filter((t) => t.kind === "pi.generation");
+    expect(first?.state, form).toEqual({
+      status: "terminal",
+      outcome: { status: "completed", result: { entryId: calling.id } },
+    });
+  }
+});
+
 test("Harness.usage() sums the pi.usage of every conversation", async () => {
   const { h, root } = await open(echo);
   const other = await h.createConversation({ ownership: { kind: "ownerless" } });

@@ -838,6 +838,49 @@ describe("wake continuations", () => {
       await engineStillRuns(h);
       await h.close();
     });
+    test("a task waiting on a subset of two, the woken one named second, still runs once the wake ends it (draw 40b)", async () => {
+      // Draw 40b: every wait on a task a wake ended named it alone or first; a drain's commit judged
+      // settled when the woken task was not the first its waiter named passed every test.
+      const gate = deferred();
+      const { parent, gatedChild } = gatedFamily(gate.promise);
+      const first = single(
+        "subset-first",
+        async (_t, runtime) => void (await runtime.commit(() => complete("first"))),
+      );
+      const target = deferred<TaskId[]>();
+      const waiter = defineTask<null, { phase: "go" } | { phase: "joined" }, Json>({
+        name: "subset-waiter",
+        version: 1,
+        initial: () => ({ phase: "go" }),
+        phases: {
+          go: async (_t, runtime) => {
+            const on = await target.promise;
+            await runtime.commit(() => ({
+              status: "waiting",
+              checkpoint: { phase: "joined" },
+              on,
+              policy: "allSettled",
+            }));
+          },
+          joined: async (_t, runtime) => void (await runtime.commit(() => complete("waiter ran"))),
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+      const h = await Harness.open(await memoryStore(), { tasks: [parent, gatedChild, first, waiter] });
+      const firstId = await h.createTask(first, null, { ownership: { kind: "conversation" } });
+      await done(h, firstId);
+      const waiterId = await h.createTask(waiter, null, { ownership: { kind: "conversation" } });
+      const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+      target.resolve([firstId, id]);
+      const status = (t: TaskId) => internals(h).session.records.tasks.get(t)?.state.status;
+      await until(() => status(waiterId) === "waiting" && status(id) === "waiting", { what: "both waiting" });
+      gate.resolve();
+      expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "woken" });
+      expect(outcome(await done(h, waiterId))).toEqual({ status: "completed", result: "waiter ran" });
+      await engineStillRuns(h);
+      await h.close();
+    });
   });
 
   test("a wake returning undefined runs the handler; a throwing wake is reported and the handler runs", async () => {
