@@ -263,6 +263,23 @@ test("agent_changed follows the stream's own conversation: another conversation 
   await stream.stop();
 });
 
+test("a fork's stream carries none of its parent's entries appended after the fork point: one conversation, not its parent (draw 40b D)", async () => {
+  // Draw 40b D: the one-conversation tests' other conversations were unrelated or owned by a call; a
+  // fork's stream that also took its parent's new entries (the view's history runs on into the
+  // parent's) passed them.
+  const { h, root } = await open(echo);
+  const at = await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note", data: "before" }));
+  const child = await root.fork(at.id, { ownership: { kind: "ownerless" } });
+  const stream = await watchEvents(h, child.id);
+  const { batches } = collect(stream);
+  await root.commit((tx) => tx.appendEntry(root.id, { kind: "app.note", data: "parent's" }));
+  // A commit of the stream's own conversation after it: once its event is in, the parent's would be too.
+  await child.commit((tx) => tx.appendEntry(child.id, { kind: "app.note", data: "child's" }));
+  await until(() => ofType(batches, "entry_appended").length >= 1, { what: "the child's note" });
+  expect(ofType(batches, "entry_appended").map((e) => e.entry.data)).toEqual(["child's"]);
+  await stream.stop();
+});
+
 test("inbox_update lists the queued items (submission and mode) as inputs queue and leave", async () => {
   const gate = gatedTool("hold");
   const { h, root } = await open(

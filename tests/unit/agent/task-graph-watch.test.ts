@@ -109,6 +109,28 @@ test("a second task-graph watch, acquired while the mount lives, holds the graph
   await second.stop();
 });
 
+test("a task-graph watch's frames carry their commits' sequences: each greater than the one before (draw 40b D)", async () => {
+  // Draw 40b D: sequences were asserted on the session's commit listeners and on a conversation
+  // view's frames only; graph frames that all carried one sequence passed every test.
+  const hold = gatedTool();
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [hold.tool],
+  });
+  const watch = await h.watchTaskGraph();
+  const seqs: number[] = [];
+  watch.start((frame) => void seqs.push(frame.seq));
+  const input = await root.submit({ type: "input", content: "hold it" });
+  await hold.started.promise;
+  hold.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+  await h.waitForIdle();
+  await until(() => Object.keys(watch.value.tasks).length === 0 && seqs.length >= 3, {
+    what: "the run's graph frames, ending empty",
+  });
+  for (let i = 1; i < seqs.length; i++) expect(seqs[i]!).toBeGreaterThan(seqs[i - 1]!);
+  await watch.stop();
+});
+
 test("a stalled task-graph watch keeps at most 100 frames: the backlog is replaced by one frame of the newest graph", async () => {
   const { h, root } = await open(echo);
   const watch = await h.watchTaskGraph();

@@ -1253,6 +1253,29 @@ test("snapshot reads committed documents, by name or token, of its conversation 
   await expect(seen.api!.snapshot("app.note", other.id)).rejects.toThrow(CommitRefused);
 });
 
+test("snapshot reads another conversation's committed documents after a reopen, by name or token, though nothing in this process loaded them (draw 40b D)", async () => {
+  // Draw 40b D: every named read of another conversation was of one created in the same process, its
+  // documents in memory; a read by name that skipped loading them passed every test.
+  const Note = defineDoc<{ text: string }>("app.note", { text: "" });
+  const ctx: { other?: number } = {};
+  const reads: unknown[] = [];
+  const { tool } = probe("probe", async (api) => {
+    for (const read of [() => api.snapshot("app.note", ctx.other), () => api.snapshot(Note, ctx.other)])
+      reads.push(await read().catch((e: unknown) => `refused: ${String(e)}`));
+    return textResult("ok");
+  });
+  const { h, store, faux } = await open(calls("probe"), { tools: [tool] });
+  const other = await h.createConversation({
+    ownership: { kind: "ownerless" },
+    init: (tx, id) => tx.writeDoc(id, "app.note", { text: "other's" }),
+  });
+  ctx.other = other.id;
+  const again = await reopen(store, { models: faux.models, defaultModel: faux.ref, tools: [tool] });
+  const root = await again.root();
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(reads).toEqual([{ text: "other's" }, { text: "other's" }]);
+});
+
 test("snapshot rejects once the call's invocation is aborted, while a tool that ignores the signal still runs", async () => {
   // Draw 34d (D, 11): the named test reads after the call returned; a binding that ended only when
   // execute settled (not at the abort) passed it.
