@@ -1041,6 +1041,46 @@ describe("Conversation.compact()", () => {
     expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
   });
 
+  test("compact() on a busy conversation admits the same task: conversation-owned, non-background, in both idle waits, and Conversation.abort() cancels it with the run (draw 40c)", async () => {
+    // Draw 40c: every named test compacted an idle conversation, so a manual compaction made
+    // background when a run was active passed them all; here the run is held while it is admitted.
+    const { gate, responder } = gatedSummaries();
+    const runGate = deferred();
+    const held: FauxResponder = async (req, n) => {
+      const last = req.messages.at(-1);
+      if (!isSummary(req) && last?.role === "user" && textOf(last) === "hold") await runGate.promise;
+      return responder(req, n);
+    };
+    const { h, root, faux } = await open(held, { settings: { compaction: { keepRecentTokens: 150 } } });
+    await chat(root, 3);
+    const input = await root.submit({ type: "input", content: "hold" });
+    await until(() => root.busy, { what: "the run active" });
+    const taskId = await root.compact();
+    await expect.poll(() => faux.requests.filter(isSummary).length).toBe(1);
+    expect(root.busy).toBe(true);
+    const record = await h.getTask(taskId);
+    expect(record).toMatchObject({ kind: "pi.compaction", conversationId: root.id, background: false });
+    expect(record?.owner).toBeUndefined();
+    let idle = false;
+    let rootIdle = false;
+    const waiting = h.waitForIdle().then(() => void (idle = true));
+    const rootWaiting = root.waitForIdle().then(() => void (rootIdle = true));
+    const aborting = root.abort();
+    await expect.poll(() => internals(h).session.records.tasks.get(taskId)?.abortRequested).toBe(true);
+    runGate.resolve();
+    expect((await input.wait()).status).toBe("unanswered");
+    for (let i = 0; i < 3; i++) await h.transaction(() => undefined);
+    // The run is over; the compaction still holds both idle waits until it ends.
+    expect(idle).toBe(false);
+    expect(rootIdle).toBe(false);
+    gate.resolve();
+    await aborting;
+    await waiting;
+    await rootWaiting;
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
+    expect((await root.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
+  });
+
   test("a compaction under way does not make the conversation busy: an input is placed at once and answered while the summary is still awaited", async () => {
     const { h, root, gate, taskId } = await compactionInFlight();
     expect(root.busy).toBe(false);
@@ -1070,6 +1110,30 @@ describe("Conversation.compact()", () => {
     expect((await h.doc<LiveState & Record<string, never>>(1, "pi.live"))?.compactions).toBeUndefined();
     // The attempt cut short by the abort has no committed response: its usage is not counted.
     expect(usage()).toBe(spentBefore);
+  });
+
+  test("a fork of a conversation with a compaction under way copies none of its tasks: the child's pi.live holds no compaction status and no task is the child's, by root.fork and by a raw tx.forkConversation (draw 40c)", async () => {
+    // Draw 40c: the named fork test forks a busy conversation with no compaction, so a fork keeping
+    // its parent's compaction statuses in its pi.live passed it; here a compaction task is live.
+    const { h, root, gate, taskId } = await compactionInFlight();
+    const live = (id: number) => h.doc<LiveState & Record<string, never>>(id, "pi.live");
+    expect((await live(root.id))?.compactions).toHaveLength(1);
+    const tasksBefore = h.inspect().tasks.map((t) => t.record.id);
+    expect(tasksBefore).toContain(taskId);
+    const at = (await root.entries()).at(-1)!.id;
+    const child = await root.fork(at, { ownership: { kind: "ownerless" } });
+    const raw = await h.transaction(
+      (tx) => tx.forkConversation(root.id, at, { ownership: { kind: "ownerless" } }).id,
+    );
+    for (const id of [child.id, raw]) {
+      expect(await live(id)).toEqual({});
+      expect(h.inspect().tasks.filter((t) => t.record.conversationId === id)).toEqual([]);
+    }
+    expect(h.inspect().tasks.map((t) => t.record.id)).toEqual(tasksBefore);
+    gate.resolve();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "completed" } });
+    expect(await live(child.id)).toEqual({});
+    expect((await child.entries()).some((e) => e.kind === "pi.compaction")).toBe(false);
   });
 
   test("Conversation.abort() of a compaction sleeping out a summary's backoff: no entry, its status (with its retry) removed, aborted", async () => {

@@ -682,6 +682,29 @@ describe("conversations", () => {
       );
   });
 
+  test("a fork at an entry before its parent's first pi.agent starts from initial {}: the asOf copy has no value there, so not the parent's current agent (draw 40c)", async () => {
+    // Draw 40c: every named fork copied a pi.agent the parent held at the fork entry, so a fork that
+    // took the parent's current agent when the entry had none passed them all.
+    const store = await memoryStore();
+    const core = await Harness.open(store);
+    const { id, at } = await core.transaction((tx) => {
+      const created = tx.createConversation({ kind: "ownerless" });
+      return { id: created.id, at: tx.appendEntry(created.id, { kind: "app.note", data: 1 }).id };
+    });
+    await core.close();
+    const { h } = await open(echo, { store: await memoryStore(store.image()) });
+    const parent = (await h.loadedConversation(id))!;
+    await parent.configure({ instructions: "later", thinkingLevel: "high" });
+    expect(await h.doc(id, "pi.agent")).toEqual({ instructions: "later", thinkingLevel: "high" });
+    const child = await parent.fork(at, { ownership: { kind: "ownerless" } });
+    expect(await h.doc(child.id, "pi.agent")).toEqual({});
+    expect(await child.agentState()).toEqual({});
+    const raw = await h.transaction(
+      (tx) => tx.forkConversation(id, at, { ownership: { kind: "ownerless" } }).id,
+    );
+    expect(await h.doc(raw, "pi.agent")).toEqual({});
+  });
+
   test("configure() neither starts a generation nor appends an entry", async () => {
     const { h, root, faux } = await open(echo);
     let commits = 0;
