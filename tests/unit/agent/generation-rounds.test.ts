@@ -306,6 +306,13 @@ test("a toolUse answer without tool calls is classified like stop: the run answe
   const settled = await input.wait();
   expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
   expect(settled).toMatchObject({ status: "done", answer: (await transcript(root))[1]!.id });
+  // Draw 40c: classified like stop, stored as it came (spec §8.1: any stop reason). An answer
+  // stored with its toolUse rewritten to stop passed every test.
+  expect(messageOf((await transcript(root))[1]!)).toMatchObject({
+    role: "assistant",
+    stopReason: "toolUse",
+    content: [{ type: "text", text: "no calls after all" }],
+  });
   expect(yielded).toEqual(["toolUse"]);
   expect(faux.requests).toHaveLength(1);
 });

@@ -177,6 +177,15 @@ test("a cascade mark is signalled only after its commit: the running child's com
   const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
   await until(() => running(h) === 2, { what: "owner and child running" });
   expect(await h.abortTask(id)).toBe("marked");
+  // Draw 40c: the running child is signalled at all, right after the cascade's commit (spec §5.4:
+  // signal and join the active run invocation). With the cascade's marks never signalled, the
+  // child ran on and this test only timed out; now an assertion fails.
+  const childId = (id + 1) as TaskId;
+  await until(() => internals(h).session.records.tasks.get(childId)?.abortRequested === true, {
+    what: "the child's mark committed",
+  });
+  await settle();
+  expect(seen).toEqual([true]);
   await done(h, id);
   expect(seen).toEqual([true]);
   await engineStillRuns(h);

@@ -16,6 +16,7 @@ import {
   parked,
   row,
   running,
+  settle,
   single,
   storeWith,
 } from "./fixtures.ts";
@@ -139,7 +140,17 @@ test("a conversation abort signals its running invocations only after the markin
   const a = await h.createTask(watcher, null, conversationOwned);
   const b = await h.createTask(watcher, null, conversationOwned);
   await until(() => running(h) === 2, { what: "both running" });
-  await h.abortConversation(1);
+  const aborting = h.abortConversation(1);
+  // Draw 40c: each marked running invocation is signalled at all, right after the marking commit
+  // (spec §5.4: signal and join). With no signal the conversation abort only waited on, and this
+  // test timed out; now an assertion fails.
+  const records = internals(h).session.records.tasks;
+  await until(() => [a, b].every((id) => records.get(id)?.abortRequested === true), {
+    what: "both marks committed",
+  });
+  await settle();
+  expect(seen).toEqual([true, true]);
+  await aborting;
   expect(seen).toEqual([true, true]);
   for (const id of [a, b]) expect((await h.getTask(id))?.abortRequested).toBe(true);
   await h.close();

@@ -1001,6 +1001,61 @@ test("a completing record carries no memos: they are dropped at the hold, not at
   await h.close();
 });
 
+test("a held outcome other than completed drops the memos too: a failed hold the task commits and a faulted hold the scheduler writes carry none, in memory or in the row (draw 40c)", async () => {
+  // Draw 40c: every completing record the memo tests built held a completed outcome; a hold that
+  // kept the memos for a cancellation-intent outcome (failed, faulted) passed them all.
+  // The kids' abort handlers wait for the test, so both holders stay completing while it reads them.
+  const release = deferred();
+  const kid = single("memo-held-kid", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      await release.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "held" } }));
+    },
+  });
+  const failer = single("memo-failer", async (_t, runtime) => {
+    await runtime.memo("key", "value");
+    await runtime.commit((tx) => {
+      tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await runtime.commit(() => ({
+      status: "terminal",
+      outcome: { status: "failed", error: { message: "no" } },
+    }));
+  });
+  const thrower = single("memo-held-thrower", async (_t, runtime) => {
+    await runtime.memo("key", "value");
+    await runtime.commit((tx) => {
+      tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    throw new Error("a bug");
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [failer, thrower, kid] });
+  const held = new Map<TaskId, TaskRecord>();
+  h.subscribe((change) => {
+    for (const t of change.tasks) if (t.state.status === "completing") held.set(t.id, t);
+  });
+  for (const [definition, status] of [
+    [failer, "failed"],
+    [thrower, "faulted"],
+  ] as const) {
+    const id = await h.createTask(definition, null, { ownership: { kind: "conversation" } });
+    await until(() => held.has(id), { what: `${definition.name} completing` });
+    const record = held.get(id)!;
+    expect(record.state.status === "completing" && record.state.outcome.status).toBe(status);
+    expect(record.memos).toBeUndefined();
+    expect((await h.getTask(id))?.memos).toBeUndefined();
+    const stored = await row(store, id);
+    expect(stored?.["status"]).toBe("completing");
+    expect(stored?.["memos"]).toBeNull();
+  }
+  release.resolve();
+  for (const id of held.keys()) expect((await done(h, id)).memos).toBeUndefined();
+  await h.close();
+});
+
 test("the outcomes the scheduler writes drop the memos too: a faulted task's terminal record and an orphaned one's carry none (break 30A)", async () => {
   // Break 30A: every memo test ended its task with an outcome it committed itself; faulted and
   // orphaned records keeping their memos passed them (spec §5.1: a terminal state drops the memos).
