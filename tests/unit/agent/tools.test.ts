@@ -1474,6 +1474,42 @@ describe("parallel and sequential rounds", () => {
     ]);
   });
 
+  test("only a called tool makes its round sequential: a sequential tool offered but not called leaves a round of two calls parallel (draw 40c)", async () => {
+    // Draw 40c: the round made sequential by any offered tool with executionMode sequential, called
+    // or not, passed every named test (each sequential tool was also called).
+    const a = gatedTool("first");
+    const b = gatedTool("second");
+    const serial = defineTool({
+      name: "serial",
+      description: "One at a time",
+      parameters: Type.Object({}),
+      executionMode: "sequential",
+      execute: async () => textResult("serial done"),
+    });
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("first", {}, { id: "call-1" }),
+        fauxToolCall("second", {}, { id: "call-2" }),
+      ),
+      { tools: [a.tool, b.tool, serial] },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    // The answer's commit gives both calls their tasks: the second does not wait for the first.
+    await a.started.promise;
+    expect(liveOf(h).tools?.map((t) => [t.name, t.status, t.taskId !== undefined])).toEqual([
+      ["first", "running", true],
+      ["second", "running", true],
+    ]);
+    await b.started.promise;
+    b.release.resolve();
+    a.release.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect((await toolResults(root)).map((e) => textOf(messageOf(e))).sort()).toEqual([
+      "first finished",
+      "second finished",
+    ]);
+  });
+
   test("a sequential round whose first call throws goes on: the call fails with a tool_error result, the next call runs, and the run is answered (draw 34C)", async () => {
     // Draw 34C: every throwing call was in a parallel round or alone; a failed call ending its
     // sequential round (the later calls never started) was caught only by a restart's interrupted call.

@@ -399,6 +399,36 @@ test("closing the harness ends a paged watch (the tab's) and a task-graph watch 
   expect(graph.value).toBe(graphBefore);
 });
 
+test("closing the harness ends an agent event stream at its seal too (a mount's observer, besides its watches): closed at once, a commit that settles during close sends it nothing (draw 40c)", async () => {
+  // Draw 40c: close ending a mount's watches but not its observers left an event stream open for
+  // good (its `closed` never settled); every named close test held watches only.
+  const { h, root } = await open(echo);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  const stream = await watchEvents(h, root.id);
+  const seen: unknown[] = [];
+  stream.start((events) => void seen.push(events));
+  let end: unknown = "open";
+  void stream.closed.then((r) => void (end = r));
+  const gate = deferred();
+  const inCallback = deferred();
+  const late = h.transaction(async (tx) => {
+    inCallback.resolve();
+    await gate.promise;
+    tx.appendEntry(root.id, { kind: "note", data: { n: 2 } });
+  });
+  await inCallback.promise;
+  const closing = h.close();
+  // Ended at the seal, before the held commit settles.
+  await Promise.resolve();
+  expect(end).toBe("closed");
+  gate.resolve();
+  await late;
+  await closing;
+  await settle();
+  expect(seen).toEqual([]);
+  expect(stream.snapshot.entries.map((e) => e.data)).toContainEqual({ n: 1 });
+});
+
 test("a watch's default limit is 100 undelivered frames: the 101st collapses them into one replace", () => {
   const watch = new Watch(0);
   for (let seq = 1; seq <= 100; seq++) watch.push(frame(seq));
