@@ -188,6 +188,16 @@ describe("the registry", () => {
     expect(invalid(() => registry.install({ name: "x", sections: [s("a"), s("b"), s("c"), s("a")] }))).toBe(
       "duplicate_section",
     );
+    // Draw 40c (D, 5): one tool or section object given twice is its name twice, refused too (a
+    // registry dropping a repeated object before its check passed: every repeated tool was two objects).
+    const same = tool("t");
+    expect(invalid(() => registry.install({ name: "x", tools: [same, tool("u"), same] }))).toBe(
+      "duplicate_tool",
+    );
+    const a = s("a");
+    expect(invalid(() => registry.install({ name: "x", sections: [a, s("b"), a] }))).toBe(
+      "duplicate_section",
+    );
     expect(published).toBe(0);
     expect(registry.snapshot().tools()).toEqual([]);
     registry.install({ name: "one", tools: [tool("t"), tool("u")], sections: [s("a"), s("b")] });
@@ -897,9 +907,14 @@ describe("extension tasks", () => {
     await until(() => h.inspect().tasks.some((t) => t.record.id === id && t.state.kind === "waiting"), {
       what: "waiter waiting",
     });
+    const before = await h.getTask(id);
     extensions.uninstall(waiters);
     gate.resolve();
     expect(outcome(await done(h, gateId))).toEqual({ status: "completed", result: "opened" });
+    // Draw 40c (D, 19): the uninstall wrote nothing to the task (an engine abort-marking an uninstalled
+    // extension's live tasks passed every named test, whose installs carried no task): its record is
+    // the one before the uninstall, waiting, no abort mark.
+    expect(await h.getTask(id)).toEqual(before);
     await until(() => blocked(h).some((b) => b.id === id), { what: "waiter blocked" });
     expect(blocked(h)).toEqual([{ id, kind: "ext.waiter", reason: "missing_task" }]);
     expect((await h.getTask(id))?.state.status).toBe("waiting");

@@ -39,8 +39,11 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
           beforeTool: async (call, api, ctx) => {
             const first = await api.memo("observer:first", call.name);
             const again = await api.memo("observer:first", "another");
+            // Draw 40c (D, 13): a read of a memo never written is undefined and writes nothing.
+            const absent = await api.memo("observer:absent");
             seen.push({
               hook: "beforeTool",
+              absent,
               conversationId: api.conversationId,
               agent: await api.doc("pi.agent"),
               // Draw 33 (part D, 18): snapshot() without a conversation reads the asker's too, not the root's.
@@ -93,6 +96,7 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
     again: "item",
     aborted: false,
   });
+  expect(before["absent"]).toBeUndefined();
   // The memo belongs to the asking tool task: its afterTool reads what its beforeTool wrote.
   expect(after).toMatchObject({ memo: "item", taskId: before["taskId"], aborted: false });
   // api.taskId is the asking task (the call's pi.tool task), whose own memos hold the hook's.
@@ -100,6 +104,7 @@ test("hooks get (input, api, ctx): the asking task, committed documents, the tas
     kind: "pi.tool",
     memos: expect.objectContaining({ "observer:first": "item" }),
   });
+  expect(Object.keys((after["memos"] ?? {}) as object)).not.toContain("observer:absent");
   expect(seen.filter((s) => (s as { hook: string }).hook === "afterResponse")).toEqual([
     { hook: "afterResponse", conversationId: asker.id },
     { hook: "afterResponse", conversationId: asker.id },
@@ -310,4 +315,38 @@ test("api.snapshotAsOf in a conversation other than the root reads the asking co
   await other.configure({ instructions: "other second" });
   await (await other.submit({ type: "input", content: "two" })).wait();
   expect(seen).toEqual([{ instructions: "other first" }, { instructions: "root first" }]);
+});
+
+test("a generation hook's memos are its asking generation task's: beforeRequest writes one, afterResponse reads it and finds it among the task's own memos (draw 40c)", async () => {
+  // Draw 40c (D, 13): the first test reads the task's memos from a tool hook only; the request path's
+  // hook api writing its memos under a prefix of its own passed every hook test.
+  const seen: Record<string, unknown> = {};
+  let harness: AgentHarness | undefined;
+  const registry = createRegistry();
+  registry.install(
+    defineExtension({
+      name: "observer",
+      hooks: [
+        hook("pi.generation", {
+          beforeRequest: async (_messages, api) => {
+            seen["written"] = await api.memo("observer:request", "first");
+            return undefined;
+          },
+          afterResponse: async (_message, api) => {
+            const record = await harness!.getTask(api.taskId);
+            seen["kind"] = record?.kind;
+            seen["memos"] = record?.state.status === "running" ? record.memos : undefined;
+            seen["read"] = await api.memo("observer:request");
+          },
+        }),
+      ],
+    }),
+  );
+  const { root, h } = await open(echo, { extensions: registry });
+  harness = h;
+  await (await root.submit({ type: "input", content: "go" })).wait();
+  expect(seen["written"]).toBe("first");
+  expect(seen["read"]).toBe("first");
+  expect(seen["kind"]).toBe("pi.generation");
+  expect(seen["memos"]).toEqual(expect.objectContaining({ "observer:request": "first" }));
 });

@@ -17,7 +17,7 @@ import {
   textResult,
 } from "../../../worker/index.ts";
 import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
-import { cleanups, echo, open } from "./fixtures.ts";
+import { cleanups, echo, open, reopen } from "./fixtures.ts";
 
 const tool = (name: string) =>
   defineTool({
@@ -146,4 +146,36 @@ test("agent() shows the tools a request would offer: after the conversation's to
   await root.configure({ tools: { remove: ["two"] } });
   expect([...(await root.agent()).tools.keys()]).toEqual(["one", "three"]);
   expect((await root.agent()).state.tools).toEqual({ remove: ["two"] });
+});
+
+test("agent() after a reopen, before the conversation's documents are in memory, resolves its stored pi.agent: its selection, thinking level and instructions (draw 40c)", async () => {
+  // Draw 40c (D, 10): every named test called agent() on a conversation whose documents were loaded;
+  // an agent() resolving `{}` when they were not (no read of the stored pi.agent) passed them.
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "a", tools: [tool("one")] }));
+  extensions.install(
+    defineExtension({ name: "b", tools: [tool("two")], sections: [section("t", () => "y")] }),
+  );
+  const { h, root, faux, store } = await open(echo, { extensions });
+  await root.configure({
+    extensions: { remove: ["a"] },
+    thinkingLevel: "high",
+    instructions: "Answer in French.",
+  });
+  await h.close();
+  const again = await reopen(store, { models: faux.models, defaultModel: faux.ref, extensions });
+  const conversation = (await again.loadedConversation(root.id))!;
+  expect(again.docsLoaded(root.id)).toBe(false);
+  const agent = await conversation.agent();
+  expect(agent.extensions).toEqual(["b"]);
+  expect([...agent.tools.keys()]).toEqual(["two"]);
+  expect(agent.sections.map((s) => s.key)).toEqual(["t", "instructions"]);
+  expect(agent.thinkingLevel).toBe("high");
+  expect(agent.instructions).toBe("Answer in French.");
+  expect(agent.model).toEqual(faux.ref);
+  expect(agent.state).toEqual({
+    extensions: { remove: ["a"] },
+    thinkingLevel: "high",
+    instructions: "Answer in French.",
+  });
 });

@@ -1526,3 +1526,36 @@ test("an aborted call's details are the last value whole, replacing the one befo
   const [result] = await toolResults(root);
   expect((messageOf(result!) as { details?: Json }).details).toEqual({ shared: 2, second: "yes" });
 });
+
+test("waitForTask's terminal receipt is any terminal outcome: a failed task's and an aborted task's records, as the harness reads them, not a rejection (draw 40c)", async () => {
+  // Draw 40c (D, 12): every named wait was on a task that completed; a runtime wait rejecting a task
+  // that ended failed or aborted passed them.
+  const failing = single("test.failing", async (_t, runtime) => {
+    await runtime.commit(() => ({
+      status: "terminal",
+      outcome: { status: "failed", error: { message: "no" } },
+    }));
+  });
+  const aborting = single("test.aborting", async (_t, runtime) => {
+    await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "gave up" } }));
+  });
+  const receipts: unknown[] = [];
+  const { tool } = probe("probe", async (api) => {
+    for (const task of [failing, aborting]) {
+      const id = await api.createTask(task, {}, { ownership: { kind: "task", taskId: api.taskId } });
+      receipts.push(await api.waitForTask(id).catch((error: unknown) => ({ rejected: String(error) })));
+    }
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool], tasks: [failing, aborting] });
+  await (await root.submit({ type: "input", content: "go" })).wait();
+  expect(receipts).toHaveLength(2);
+  const [failed, aborted] = receipts as TaskRecord[];
+  expect(failed!.state).toEqual({
+    status: "terminal",
+    outcome: { status: "failed", error: { message: "no" } },
+  });
+  expect(aborted!.state).toEqual({ status: "terminal", outcome: { status: "aborted", reason: "gave up" } });
+  expect(failed).toEqual(await h.getTask(failed!.id));
+  expect(aborted).toEqual(await h.getTask(aborted!.id));
+});
