@@ -55,6 +55,15 @@ function expectUnavailable(result: EntryRecord, name: string, next: FauxRequest 
   expect(textOf(shown!)).toContain(`tool ${name} is not available`);
 }
 
+/** A tool that must run alone in its round (`executionMode: "sequential"`), answering "serial done". */
+const serialTool = defineTool({
+  name: "serial",
+  description: "One at a time",
+  parameters: Type.Object({}),
+  executionMode: "sequential",
+  execute: async () => textResult("serial done"),
+});
+
 describe("tools", () => {
   test("external effects run outside the transaction: a model request and a tool each await a commit of their own", async () => {
     let harness: AgentHarness | undefined;
@@ -1412,19 +1421,12 @@ describe("parallel and sequential rounds", () => {
 
   test("a tool with executionMode sequential makes its whole round sequential", async () => {
     const a = gatedTool("first");
-    const serial = defineTool({
-      name: "serial",
-      description: "One at a time",
-      parameters: Type.Object({}),
-      executionMode: "sequential",
-      execute: async () => textResult("serial done"),
-    });
     const { h, root } = await open(
       callsThenAnswer(
         fauxToolCall("first", {}, { id: "call-1" }),
         fauxToolCall("serial", {}, { id: "call-2" }),
       ),
-      { tools: [a.tool, serial] },
+      { tools: [a.tool, serialTool] },
     );
     const sub = await root.submit({ type: "input", content: "go" });
     await a.started.promise;
@@ -1435,7 +1437,7 @@ describe("parallel and sequential rounds", () => {
       "first finished",
       "serial done",
     ]);
-    expect(() => defineTool({ ...serial, executionMode: "sometimes" as never })).toThrow(TypeError);
+    expect(() => defineTool({ ...serialTool, executionMode: "sometimes" as never })).toThrow(TypeError);
   });
 
   test("a tool with executionMode sequential makes its round sequential wherever it stands: first of three calls, the others not sequential (draw 36b)", async () => {
@@ -1479,19 +1481,12 @@ describe("parallel and sequential rounds", () => {
     // or not, passed every named test (each sequential tool was also called).
     const a = gatedTool("first");
     const b = gatedTool("second");
-    const serial = defineTool({
-      name: "serial",
-      description: "One at a time",
-      parameters: Type.Object({}),
-      executionMode: "sequential",
-      execute: async () => textResult("serial done"),
-    });
     const { h, root } = await open(
       callsThenAnswer(
         fauxToolCall("first", {}, { id: "call-1" }),
         fauxToolCall("second", {}, { id: "call-2" }),
       ),
-      { tools: [a.tool, b.tool, serial] },
+      { tools: [a.tool, b.tool, serialTool] },
     );
     const sub = await root.submit({ type: "input", content: "go" });
     // The answer's commit gives both calls their tasks: the second does not wait for the first.

@@ -14,16 +14,53 @@ import {
   Harness,
   HarnessClosed,
   type Json,
+  type TaskDefinition,
   WaitCancelled,
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { callsThenAnswer, echo, open } from "../agent/fixtures.ts";
-import { complete, done, outcome, row, running, single, untilAborted } from "./fixtures.ts";
+import { complete, done, type Go, outcome, row, running, single, untilAborted } from "./fixtures.ts";
 
 /**
  * A harness running a task that ignores its signal until `release`, and a close() whose wait was
  * cancelled at once: the shutdown it began waits for the task.
  */
+
+/**
+ * A running task, then marked for abort: its abort handler, in this engine, waits for close's
+ * signal and then runs `atClose` (and returns with no outcome); in the next engine (`marked(false)`)
+ * it ends the task aborted "after reopen". `log` hears every start of the handler. Resolves once the
+ * handler has started in this engine.
+ */
+async function abortMarkedAtClose(atClose: (runtime: AbortRuntime) => Promise<void>) {
+  const started = deferred();
+  const log: string[] = [];
+  const marked = (first: boolean) =>
+    single("marked", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime, signal) => {
+        log.push("abort");
+        if (first) {
+          started.resolve();
+          await untilAborted(signal).catch(() => undefined);
+          await atClose(runtime);
+          return;
+        }
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "after reopen" },
+        }));
+      },
+    });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [marked(true)] });
+  const id = await h.createTask(marked(true), null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 1, { what: "running" });
+  expect(await h.abortTask(id)).toBe("marked");
+  await started.promise;
+  return { store, h, id, marked, log };
+}
+type AbortRuntime = Parameters<TaskDefinition<Json, Go, Json>["abort"]>[1];
+
 async function cancelledCloseOverStubbornTask() {
   const release = deferred();
   const state = { returned: false };
@@ -369,29 +406,7 @@ test("step rule 2: a phase or an abort handler that returns once close began is 
 test("step rule 2: an abort handler that returns quietly, without a throw, once close began is stopped, not faulted: the next engine runs it again", async () => {
   // Break 30N: the rule-2 test's abort handler ends by a throw (its signal's reason); an engine that
   // faulted an abort handler returning without an outcome, close or not, passed it.
-  const started = deferred();
-  const log: string[] = [];
-  const marked = (quiet: boolean) =>
-    single("marked", async (_t, _r, signal) => untilAborted(signal), {
-      abort: async (_t, runtime, signal) => {
-        log.push("abort");
-        if (quiet) {
-          started.resolve();
-          await untilAborted(signal).catch(() => undefined);
-          return;
-        }
-        await runtime.commit(() => ({
-          status: "terminal",
-          outcome: { status: "aborted", reason: "after reopen" },
-        }));
-      },
-    });
-  const store = await memoryStore();
-  const h = await Harness.open(store, { tasks: [marked(true)] });
-  const id = await h.createTask(marked(true), null, { ownership: { kind: "conversation" } });
-  await until(() => running(h) === 1, { what: "running" });
-  expect(await h.abortTask(id)).toBe("marked");
-  await started.promise;
+  const { store, h, id, marked, log } = await abortMarkedAtClose(async () => undefined);
   await h.close();
   const next = await Harness.open(await memoryStore(store.image()), { tasks: [marked(false)] });
   expect(outcome(await done(next, id))).toEqual({ status: "aborted", reason: "after reopen" });
@@ -965,33 +980,12 @@ test("an abort handler signalled by close that then commits its outcome is refus
   // Draw 40b: the named tests' abort handlers returned or threw when close signalled them; an engine
   // whose runtime gate refused only a run invocation's commits once closing, letting the abort
   // handler's outcome through, passed them.
-  const started = deferred();
   let refused: unknown;
-  const log: string[] = [];
-  const marked = (first: boolean) =>
-    single("marked", async (_t, _r, signal) => untilAborted(signal), {
-      abort: async (_t, runtime, signal) => {
-        log.push("abort");
-        if (first) {
-          started.resolve();
-          await untilAborted(signal).catch(() => undefined);
-          refused = await runtime
-            .commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "at close" } }))
-            .catch((e: unknown) => e);
-          return;
-        }
-        await runtime.commit(() => ({
-          status: "terminal",
-          outcome: { status: "aborted", reason: "after reopen" },
-        }));
-      },
-    });
-  const store = await memoryStore();
-  const h = await Harness.open(store, { tasks: [marked(true)] });
-  const id = await h.createTask(marked(true), null, { ownership: { kind: "conversation" } });
-  await until(() => running(h) === 1, { what: "running" });
-  expect(await h.abortTask(id)).toBe("marked");
-  await started.promise;
+  const { store, h, id, marked, log } = await abortMarkedAtClose(async (runtime) => {
+    refused = await runtime
+      .commit(() => ({ status: "terminal", outcome: { status: "aborted", reason: "at close" } }))
+      .catch((e: unknown) => e);
+  });
   const published: unknown[] = [];
   h.subscribe((change) => published.push(...change.tasks));
   await h.close();

@@ -32,6 +32,32 @@ import {
   untilAborted,
 } from "./fixtures.ts";
 
+/**
+ * Waits (allSettled) on the tasks `on` resolves to, once it does, then completes with `result`;
+ * its abort handler ends it aborted.
+ */
+function waitsOnceKnown(name: string, result: string, on: Promise<TaskId[]>) {
+  return defineTask<null, { phase: "go" } | { phase: "joined" }, Json>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        const ids = await on;
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "joined" },
+          on: ids,
+          policy: "allSettled",
+        }));
+      },
+      joined: async (_t, runtime) => void (await runtime.commit(() => complete(result))),
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+}
+
 describe("waits", () => {
   type ProbeInput = { on: "self" | number | number[]; policy: JoinPolicy };
   function prober(caught: Map<TaskId, unknown>) {
@@ -806,25 +832,11 @@ describe("wake continuations", () => {
       const { parent, gatedChild } = gatedFamily(gate.promise);
       const target = deferred<TaskId>();
       // Created first, so a plan looks at it before the parent: it waits on the parent, not ended yet.
-      const early = defineTask<null, { phase: "go" } | { phase: "joined" }, Json>({
-        name: "early-waiter",
-        version: 1,
-        initial: () => ({ phase: "go" }),
-        phases: {
-          go: async (_t, runtime) => {
-            const on = await target.promise;
-            await runtime.commit(() => ({
-              status: "waiting",
-              checkpoint: { phase: "joined" },
-              on: [on],
-              policy: "allSettled",
-            }));
-          },
-          joined: async (_t, runtime) => void (await runtime.commit(() => complete("early ran"))),
-        },
-        abort: async (_t, runtime) =>
-          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-      });
+      const early = waitsOnceKnown(
+        "early-waiter",
+        "early ran",
+        target.promise.then((id) => [id]),
+      );
       const h = await Harness.open(await memoryStore(), { tasks: [parent, gatedChild, early] });
       const earlyId = await h.createTask(early, null, { ownership: { kind: "conversation" } });
       const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
@@ -848,25 +860,7 @@ describe("wake continuations", () => {
         async (_t, runtime) => void (await runtime.commit(() => complete("first"))),
       );
       const target = deferred<TaskId[]>();
-      const waiter = defineTask<null, { phase: "go" } | { phase: "joined" }, Json>({
-        name: "subset-waiter",
-        version: 1,
-        initial: () => ({ phase: "go" }),
-        phases: {
-          go: async (_t, runtime) => {
-            const on = await target.promise;
-            await runtime.commit(() => ({
-              status: "waiting",
-              checkpoint: { phase: "joined" },
-              on,
-              policy: "allSettled",
-            }));
-          },
-          joined: async (_t, runtime) => void (await runtime.commit(() => complete("waiter ran"))),
-        },
-        abort: async (_t, runtime) =>
-          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-      });
+      const waiter = waitsOnceKnown("subset-waiter", "waiter ran", target.promise);
       const h = await Harness.open(await memoryStore(), { tasks: [parent, gatedChild, first, waiter] });
       const firstId = await h.createTask(first, null, { ownership: { kind: "conversation" } });
       await done(h, firstId);

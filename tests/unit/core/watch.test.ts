@@ -7,12 +7,44 @@
 import { expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import { Watch } from "../../../worker/core/observe.ts";
-import { type Frame, UnknownConversation, watchEvents } from "../../../worker/index.ts";
+import {
+  type AgentHarness,
+  type ConversationId,
+  type Frame,
+  UnknownConversation,
+  watchEvents,
+} from "../../../worker/index.ts";
 import { deferred, until } from "../../../worker/testing.ts";
 import { echo, open, reopen } from "../agent/fixtures.ts";
 import { parked, settle } from "./fixtures.ts";
 
 const frame = (seq: number): Frame<number> => ({ seq, value: seq, ops: [] });
+
+/**
+ * Close `h` while a commit admitted before the seal holds the line (it appends a note to
+ * `conversationId`, so it settles during close); `atSeal` runs once close has begun, before that
+ * commit settles. Resolves once both have settled.
+ */
+async function closeDuringHeldCommit(
+  h: AgentHarness,
+  conversationId: ConversationId,
+  atSeal: () => void = () => undefined,
+): Promise<void> {
+  const gate = deferred();
+  const inCallback = deferred();
+  const late = h.transaction(async (tx) => {
+    inCallback.resolve();
+    await gate.promise;
+    tx.appendEntry(conversationId, { kind: "note", data: { n: 2 } });
+  });
+  await inCallback.promise;
+  const closing = h.close();
+  await Promise.resolve();
+  atSeal();
+  gate.resolve();
+  await late;
+  await closing;
+}
 
 /** Counts the session's commit subscriptions (one per conversation mount while it lives). */
 function countSubscriptions(h: object): { readonly count: number } {
@@ -344,18 +376,7 @@ test("closing the harness ends every watch at its seal, keeping its last value: 
   watch.start((f) => void seen.push(f));
   const before = watch.value;
   // A commit admitted before the seal, holding the line while close begins: it settles during close.
-  const gate = deferred();
-  const inCallback = deferred();
-  const late = h.transaction(async (tx) => {
-    inCallback.resolve();
-    await gate.promise;
-    tx.appendEntry(root.id, { kind: "note", data: { n: 2 } });
-  });
-  await inCallback.promise;
-  const closing = h.close();
-  gate.resolve();
-  await late;
-  await closing;
+  await closeDuringHeldCommit(h, root.id);
   expect(await watch.closed).toBe("closed");
   expect(seen).toEqual([]);
   expect(watch.value).toBe(before);
@@ -379,21 +400,10 @@ test("closing the harness ends a paged watch (the tab's) and a task-graph watch 
   let graphEnd: unknown;
   void paged.closed.then((r) => void (pagedEnd = r));
   void graph.closed.then((r) => void (graphEnd = r));
-  const gate = deferred();
-  const inCallback = deferred();
-  const late = h.transaction(async (tx) => {
-    inCallback.resolve();
-    await gate.promise;
-    tx.appendEntry(root.id, { kind: "note", data: { n: 2 } });
-  });
-  await inCallback.promise;
-  const closing = h.close();
   // Ended at the seal, before the held commit settles.
-  await Promise.resolve();
-  expect([pagedEnd, graphEnd]).toEqual(["closed", "closed"]);
-  gate.resolve();
-  await late;
-  await closing;
+  await closeDuringHeldCommit(h, root.id, () => {
+    expect([pagedEnd, graphEnd]).toEqual(["closed", "closed"]);
+  });
   expect(seen).toEqual([]);
   expect(paged.value).toBe(pagedBefore);
   expect(graph.value).toBe(graphBefore);
@@ -409,21 +419,10 @@ test("closing the harness ends an agent event stream at its seal too (a mount's 
   stream.start((events) => void seen.push(events));
   let end: unknown = "open";
   void stream.closed.then((r) => void (end = r));
-  const gate = deferred();
-  const inCallback = deferred();
-  const late = h.transaction(async (tx) => {
-    inCallback.resolve();
-    await gate.promise;
-    tx.appendEntry(root.id, { kind: "note", data: { n: 2 } });
-  });
-  await inCallback.promise;
-  const closing = h.close();
   // Ended at the seal, before the held commit settles.
-  await Promise.resolve();
-  expect(end).toBe("closed");
-  gate.resolve();
-  await late;
-  await closing;
+  await closeDuringHeldCommit(h, root.id, () => {
+    expect(end).toBe("closed");
+  });
   await settle();
   expect(seen).toEqual([]);
   expect(stream.snapshot.entries.map((e) => e.data)).toContainEqual({ n: 1 });
