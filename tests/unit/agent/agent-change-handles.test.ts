@@ -132,6 +132,24 @@ test("settings.extensions takes extension objects for their names", async () => 
   expect(mixed.faux.requests[0]!.tools).toEqual(["note", "fetch"]);
 });
 
+test("settings.extensions is never copied: the same list edited in place between two requests, the next request follows it, objects taken for their names (draw 40d)", async () => {
+  // Draw 40d, 6 (sections-0-4:121): every named test replaced the list or its settings object; the
+  // names of an extension list kept per list object (a list edited in place read as it first was)
+  // passed them. Spec §2.2: settings are read at every resolution and never copied.
+  const extensions = createRegistry();
+  for (const e of [Coding, Notes, Web]) extensions.install(e);
+  const list: (string | typeof Web)[] = [Web];
+  const { root, faux } = await open(echo, { extensions, settings: { extensions: list } });
+  await (await root.submit({ type: "input", content: "hi" })).wait();
+  expect(faux.requests[0]!.tools).toEqual(["fetch"]);
+  list.push(Notes);
+  await (await root.submit({ type: "input", content: "again" })).wait();
+  expect(faux.requests[1]!.tools).toEqual(["fetch", "note"]);
+  list.splice(0, 2, "notes");
+  await (await root.submit({ type: "input", content: "once more" })).wait();
+  expect(faux.requests[2]!.tools).toEqual(["note"]);
+});
+
 test("settings given as a function: extension objects in its extensions stand for their names too, at each reading (draw 36b)", async () => {
   // Draw 36b: every named test gave settings as an object; the selection's base taking the list a
   // settings function returns as given (objects left in, selecting nothing) passed them all.

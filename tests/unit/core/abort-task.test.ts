@@ -583,3 +583,31 @@ test("the harness clock (the now option) stamps conversation creation and task s
   expect([stopped.startedAt, stopped.endedAt]).toEqual([40_000, 50_000]);
   await h.close();
 });
+
+test("abortTask on a task that failed or faulted returns `terminal` and writes nothing: every terminal outcome is terminal, not only a completed, aborted or orphaned one (draw 40d)", async () => {
+  // Draw 40d, 5 (sections-0-4:249): every named terminal task had completed, been aborted or been
+  // orphaned; a terminal check that let a failed task through (answered `marked`) passed them.
+  const failing = single(
+    "fails",
+    async (_t, runtime) =>
+      void (await runtime.commit(() => ({
+        status: "terminal" as const,
+        outcome: { status: "failed" as const, error: { message: "no" } },
+      }))),
+  );
+  const faulting = single("faults", async () => {
+    throw new Error("boom");
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [failing, faulting] });
+  const failed = await h.createTask(failing, null, conversationOwned);
+  const faulted = await h.createTask(faulting, null, conversationOwned);
+  const before = [await done(h, failed), await done(h, faulted)];
+  expect(before.map((t) => (outcome(t) as { status: string }).status)).toEqual(["failed", "faulted"]);
+  const published: unknown[] = [];
+  h.subscribe((change) => published.push(...change.tasks));
+  expect(await h.abortTask(failed)).toBe("terminal");
+  expect(await h.abortTask(faulted)).toBe("terminal");
+  expect(published).toEqual([]);
+  expect([await h.getTask(failed), await h.getTask(faulted)]).toEqual(before);
+  await h.close();
+});
