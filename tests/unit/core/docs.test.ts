@@ -410,9 +410,10 @@ describe("document versions", () => {
   });
 
   test("bad definitions and bad values are refused where they enter", async () => {
-    // Every scope, and a number written as a string (break 28C: "2" passed as an integer).
+    // Every scope, and a number written as a string (break 28C: "2" passed as an integer), NaN and
+    // Infinity (draw 40d: a check by `Math.floor(version) === version` took Infinity).
     for (const scope of ["conversation", "session", "task"] as const)
-      for (const version of [0, -1, 1.5, "2"])
+      for (const version of [0, -1, 1.5, "2", Number.NaN, Number.POSITIVE_INFINITY])
         expect(
           () => defineDoc({ name: "app.bad", scope, version: version as number, initial: {} } as never),
           `${scope} ${JSON.stringify(version)}`,
@@ -453,9 +454,12 @@ describe("document versions", () => {
       await expect(h.transaction((tx) => notJson.read(tx, 1))).rejects.toThrow(NotJson);
       await expect(h.snapshot(notJson, 1)).rejects.toThrow(NotJson);
     }
-    await expect(h.transaction((tx) => tx.writeDoc(1, NAME, { items: [] }, 0))).rejects.toThrow(
-      /positive integer/,
-    );
+    // The raw path too, every shape (draw 40d: a raw check of `version > 0` alone took 1.5 and "2").
+    for (const version of [0, -1, 1.5, "2", Number.NaN, Number.POSITIVE_INFINITY])
+      await expect(
+        h.transaction((tx) => tx.writeDoc(1, NAME, { items: [] }, version as number)),
+        JSON.stringify(version),
+      ).rejects.toThrow(/positive integer/);
     expect(await row(store)).toEqual({ version: 1, value: { items: [] } });
   });
 
