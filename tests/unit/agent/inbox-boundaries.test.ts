@@ -206,12 +206,13 @@ test.each(["a failed answer", "an abort", "a fault"] as const)(
   },
 );
 
-test.each(["a terminating round", "a reset at the boundary"] as const)(
+test.each(["a terminating round", "a reset at the boundary", "a handoff"] as const)(
   "a steer that joined the run is settled with the run's other input when a later tool round ends the run: %s",
   async (path) => {
     // Break 28I: the terminal paths above all end in the generation's answer or a failure; the
     // post-tools boundary's own endings (a terminating round, a queued reset) settling only the
-    // first listed input passed every named test.
+    // first listed input passed every named test. Draw 40d-C, 4: a handoff round settling only the
+    // first listed input passed them all, so a handoff ends the run here too.
     const gate = gatedTool();
     const fin = gatedTool("fin");
     const { h, root } = await open(
@@ -226,16 +227,17 @@ test.each(["a terminating round", "a reset at the boundary"] as const)(
       {
         tools: [
           gate.tool,
-          path === "a terminating round"
-            ? defineTool({
+          path === "a reset at the boundary"
+            ? fin.tool
+            : defineTool({
                 name: "fin",
                 description: "Finish the run",
                 parameters: Type.Object({}),
                 async execute() {
-                  return { content: [{ type: "text", text: "finished" }], control: { terminate: true } };
+                  const control = path === "a handoff" ? { handoff: "start over" } : { terminate: true };
+                  return { content: [{ type: "text", text: "finished" }], control };
                 },
-              })
-            : fin.tool,
+              }),
         ],
       },
     );
@@ -255,15 +257,44 @@ test.each(["a terminating round", "a reset at the boundary"] as const)(
       expect(await steer.record()).toMatchObject({ status: "unanswered", reason: "reset" });
       expect(await steer.wait()).toMatchObject({ status: "unanswered", reason: "reset" });
     } else {
-      // Both answered by the terminating round's tool-calling answer (the steer joined the run).
+      // Both answered by the ending round's tool-calling answer (the steer joined the run).
+      // Read once idle, so an ending that settled only the first input fails here, not by a hang.
       const a = await first.wait();
-      const b = await steer.wait();
+      await root.waitForIdle();
       expect(a.status).toBe("done");
-      expect(b).toMatchObject({ status: "done", answer: (a as { answer: number }).answer });
+      expect(await steer.record()).toMatchObject({
+        status: "done",
+        answer: (a as { answer: number }).answer,
+      });
     }
     await until(() => liveOf(h).run === undefined, { what: "the run ended" });
   },
 );
+
+test("a steer that joined the run stays in it across an onYield continuation: the last answer settles both inputs (draw 40d, 4)", async () => {
+  // Draw 40d-C, 4: every named run ended at the answer after the steer joined; a continuation's
+  // hand-over keeping only the run's first input (the steer dropped, left placed) passed them all.
+  const gate = gatedTool();
+  let yields = 0;
+  const { h, root, faux } = await open(
+    async (req) => {
+      if (!req.messages.some((m) => m.role === "assistant"))
+        return fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" });
+      return fauxAssistantMessage(`answer ${req.messages.length}`);
+    },
+    { tools: [gate.tool], hooks: { onYield: [() => (++yields === 1 ? "and once more" : undefined)] } },
+  );
+  const first = await root.submit({ type: "input", content: "go" });
+  await gate.started.promise;
+  const steer = await root.submit({ type: "input", content: "steer", whenBusy: "steer" });
+  gate.release.resolve();
+  const a = await first.wait();
+  await root.waitForIdle();
+  expect(faux.requests).toHaveLength(3);
+  expect(a.status).toBe("done");
+  expect(await steer.record()).toMatchObject({ status: "done", answer: (a as { answer: number }).answer });
+  expect(liveOf(h).run).toBeUndefined();
+});
 
 test("steers placed at two successive post-tools boundaries all join the run, and its answer settles all three inputs", async () => {
   // Draw 34d: the tests above place steers at one boundary; a second boundary's hand-over keeping

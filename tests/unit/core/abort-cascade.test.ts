@@ -778,6 +778,48 @@ test("a blocked owner whose child is waiting on a durable timer is orphaned only
   await h.close();
 });
 
+test("a child parked in waiting below a cancelled owner is marked by the cascade too, and its abort handler ends it (draw 40d, 11)", async () => {
+  // Draw 40d-C, 11: a cascade that passed over waiting tasks (marking only pending and running ones)
+  // failed only the blocked-owner test above, and that one by a timeout; here the mark is read.
+  const log: string[] = [];
+  const sleeper = defineTask<Json, Go, Json>({
+    name: "parked-kid",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) =>
+        void (await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "go" },
+          on: [],
+          policy: "allSettled",
+          until: Date.now() + 3_600_000,
+        }))),
+    },
+    abort: async (_t, runtime) => {
+      log.push("abort:parked-kid");
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const owner = ownerOf("parked-kid-owner", sleeper, { log });
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, sleeper] });
+  const { latest } = trackTasks(h);
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(
+    () => [...latest.values()].some((t) => t.kind === "parked-kid" && t.state.status === "waiting"),
+    {
+      what: "the child waiting",
+    },
+  );
+  const kidId = [...latest.values()].find((t) => t.kind === "parked-kid")!.id;
+  expect(await h.abortTask(id)).toBe("marked");
+  await settle();
+  expect(latest.get(kidId)?.abortRequested).toBe(true);
+  expect(outcome(await done(h, kidId))?.status).toBe("aborted");
+  expect(log).toContain("abort:parked-kid");
+  await h.close();
+});
+
 test("a blocked owner orphaned at its abort invocation's reservation carries its blocked reason: task_too_old", async () => {
   // Break 27I: the test above is blocked by a missing definition, so an orphaning at reservation
   // that always wrote missing_task passed. Here the next engine installs an older definition.
@@ -863,6 +905,56 @@ test("abortTask on a completing task only marks it: the work below is aborted, t
   expect(outcome(await h.getTask(kidId as TaskId))?.status).toBe("aborted");
   expect(log).toEqual([]);
   expect(await h.abortTask(id)).toBe("terminal");
+  await h.close();
+});
+
+test("abortTask on a task holding a failed outcome only marks it too: it returns marked, and the final record keeps the failed outcome with the mark (draw 40d, 19)", async () => {
+  // Draw 40d-C, 19: every named holder held a completed outcome; an abortTask that took a held
+  // failure (cancellation intent already) as marked without writing the mark passed them all.
+  const kidGate = deferred();
+  const kid = single("failed-holder-kid", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      await kidGate.promise;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  let kidId: TaskId | undefined;
+  const holder = defineTask<Json, Go | { phase: "fail" }, Json>({
+    name: "failed-holder",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          kidId = tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "fail" } };
+        });
+      },
+      fail: async (_t, runtime) =>
+        void (await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "failed", error: { message: "gave up" } },
+        }))),
+    },
+    abort: async () => {
+      throw new Error("a held outcome is final: its abort handler never runs");
+    },
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [holder, kid] });
+  const { latest } = trackTasks(h);
+  const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
+  await until(() => latest.get(id)?.state.status === "completing", { what: "holder holding its failure" });
+  expect(await h.abortTask(id)).toBe("marked");
+  expect(latest.get(id)?.state.status).toBe("completing");
+  expect(latest.get(id)?.abortRequested).toBe(true);
+  kidGate.resolve();
+  const final = await done(h, id);
+  expect(final.state).toEqual({
+    status: "terminal",
+    outcome: { status: "failed", error: { message: "gave up" } },
+  });
+  expect(final.abortRequested).toBe(true);
+  expect(outcome(await h.getTask(kidId as TaskId))?.status).toBe("aborted");
   await h.close();
 });
 
