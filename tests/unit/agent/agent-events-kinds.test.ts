@@ -621,6 +621,35 @@ test("an orphaned task of the conversation gives task_failed too, and its tool s
   ]);
 });
 
+test("task_failed only for faulted or orphaned: tasks of the conversation that settle failed, aborted or completed give none (draw 40d)", () => {
+  // Spec §9.4: task_failed when a task of the conversation settles faulted or orphaned. Draw 40d-D:
+  // a deriver that also took a `failed` outcome (an error message like a fault's) passed every test.
+  const deriver = new EventDeriver(1, [], undefined);
+  const view: ConversationView = { conversation: { id: 1, createdAt: 0 }, entries: [], docs: {} };
+  const settled = (id: number, outcome: Json) => ({
+    id,
+    conversationId: 1,
+    kind: "app.job",
+    state: { status: "terminal", outcome },
+  });
+  const change = {
+    seq: 3,
+    tasks: [
+      settled(8, { status: "failed", error: { message: "declined" } }),
+      settled(9, { status: "aborted", reason: "stop" }),
+      settled(10, { status: "completed", result: null }),
+      settled(11, { status: "faulted", error: { message: "boom" } }),
+    ],
+    entries: [],
+    conversations: [],
+    submissions: [],
+    docs: [],
+  };
+  expect(deriver.derive(change as never, view, view)).toEqual([
+    { type: "task_failed", taskId: 11, kind: "app.job", message: "boom" },
+  ]);
+});
+
 test("one commit with every kind of change gives its events in the specification's order", () => {
   // Generation 5 holds the turn; this commit ends it, fails task 7, ends compaction 20, hands the
   // run to a successor (inputs [3]) whose generation 6 starts with a partial, starts compaction 21,

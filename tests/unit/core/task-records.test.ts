@@ -943,6 +943,34 @@ test("a child task is created in its owner's conversation with its owner recorde
   await h.close();
 });
 
+test("a grandchild task records its own owner (the child), not the child's owner, in memory and in the stored row, and lands in their conversation (draw 40d)", async () => {
+  // Draw 40d-D: an owner recorded as the owner's own owner when it has one (the top of the chain)
+  // passed every named test: each child they made was owned by a conversation-owned task.
+  const top = parked("chain-top");
+  const middle = parked("chain-middle");
+  const bottom = parked("chain-bottom");
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [top, middle, bottom] });
+  const { other, topId, middleId } = await h.transaction((tx) => {
+    const other = tx.createConversation({ kind: "ownerless" }).id;
+    const topId = tx.createTask(top, null, { ownership: { kind: "conversation" }, conversationId: other });
+    const middleId = tx.createTask(middle, null, { ownership: { kind: "task", taskId: topId } });
+    return { other, topId, middleId };
+  });
+  const bottomId = await h.transaction((tx) =>
+    tx.createTask(bottom, null, { ownership: { kind: "task", taskId: middleId } }),
+  );
+  expect(await h.getTask(middleId)).toMatchObject({ owner: topId, conversationId: other });
+  expect(await h.getTask(bottomId)).toMatchObject({ owner: middleId, conversationId: other });
+  expect(
+    await store.read((sql) =>
+      sql.get("SELECT owner_task, conversation_id FROM tasks WHERE id = ?", [bottomId]),
+    ),
+  ).toEqual({ owner_task: middleId, conversation_id: other });
+  await h.abortTask(topId);
+  await h.close();
+});
+
 test("a child task ended before its owner keeps its owner recorded, also read back after a reopen (draw 38b)", async () => {
   // Draw 38b: every named reading of a child's owner was of a live child or in the open harness; a
   // terminal row read back without its owner passed them.
