@@ -6,6 +6,7 @@
 import { expect, test } from "vitest";
 import type { AnyTaskDefinition } from "../../../worker/core/define.ts";
 import { internals } from "../../../worker/core/internals.ts";
+import type { NextTaskState } from "../../../worker/core/types.ts";
 import {
   CommitRefused,
   type ConversationId,
@@ -70,6 +71,43 @@ function trackTasks(h: Harness): { changes: TaskRecord[][]; latest: Map<TaskId, 
 }
 
 /** An abort handler that logs `abort:<name>` into `log`, then ends aborted. */
+
+/**
+ * A holder whose first phase creates a kid it owns (running until aborted; the kid's abort handler
+ * waits for `kidGate`, then ends it aborted) and whose second ends with `end`, so it holds that
+ * outcome while the kid lives. `kidId()` names the kid once created.
+ */
+function holderOverGatedKid(
+  name: string,
+  kidGate: Promise<unknown>,
+  end: NextTaskState<Go | { phase: "finish" }, Json>,
+  abort: TaskDefinition<Json, Go | { phase: "finish" }, Json>["abort"],
+) {
+  const kid = single(`${name}-kid`, async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      await kidGate;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  let kidId: TaskId | undefined;
+  const holder = defineTask<Json, Go | { phase: "finish" }, Json>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          kidId = tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "running", checkpoint: { phase: "finish" } };
+        });
+      },
+      finish: async (_t, runtime) => void (await runtime.commit(() => end)),
+    },
+    abort,
+  });
+  return { holder, kid, kidId: () => kidId };
+}
+
 function loggedAbort(log: string[], name: string): TaskDefinition<Json, Go, Json>["abort"] {
   return async (_t, runtime) => {
     log.push(`abort:${name}`);
@@ -858,31 +896,15 @@ test("abortTask on a completing task only marks it: the work below is aborted, t
   const log: string[] = [];
   // Draw 32d: the kid's abort handler is held, so abortTask returning is seen before the terminal.
   const kidGate = deferred();
-  const kid = single("held-kid", async (_t, _r, signal) => untilAborted(signal), {
-    abort: async (_t, runtime) => {
-      await kidGate.promise;
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
-    },
-  });
-  let kidId: TaskId | undefined;
-  const holder = defineTask<Json, Go | { phase: "finish" }, Json>({
-    name: "holder",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          kidId = tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
-          return { status: "running", checkpoint: { phase: "finish" } };
-        });
-      },
-      finish: async (_t, runtime) => void (await runtime.commit(() => complete("held"))),
-    },
-    abort: async (_t, runtime) => {
+  const { holder, kid, kidId } = holderOverGatedKid(
+    "holder",
+    kidGate.promise,
+    complete("held"),
+    async (_t, runtime) => {
       log.push("abort:holder");
       await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
     },
-  });
+  );
   const h = await Harness.open(await memoryStore(), { tasks: [holder, kid] });
   const { latest } = trackTasks(h);
   const id = await h.createTask(holder, null, { ownership: { kind: "conversation" } });
@@ -897,12 +919,12 @@ test("abortTask on a completing task only marks it: the work below is aborted, t
   // Draw 38c-B: the mark is cancellation intent on a task that holds a completed outcome too; a
   // holder judged by its held outcome alone left the kid unmarked, which only a timeout showed.
   await settle();
-  expect(latest.get(kidId as TaskId)?.abortRequested).toBe(true);
+  expect(latest.get(kidId() as TaskId)?.abortRequested).toBe(true);
   kidGate.resolve();
   const final = await done(h, id);
   expect(final.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "held" } });
   expect(final.abortRequested).toBe(true);
-  expect(outcome(await h.getTask(kidId as TaskId))?.status).toBe("aborted");
+  expect(outcome(await h.getTask(kidId() as TaskId))?.status).toBe("aborted");
   expect(log).toEqual([]);
   expect(await h.abortTask(id)).toBe("terminal");
   await h.close();
@@ -912,33 +934,12 @@ test("abortTask on a task holding a failed outcome only marks it too: it returns
   // Draw 40d-C, 19: every named holder held a completed outcome; an abortTask that took a held
   // failure (cancellation intent already) as marked without writing the mark passed them all.
   const kidGate = deferred();
-  const kid = single("failed-holder-kid", async (_t, _r, signal) => untilAborted(signal), {
-    abort: async (_t, runtime) => {
-      await kidGate.promise;
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
-    },
-  });
-  let kidId: TaskId | undefined;
-  const holder = defineTask<Json, Go | { phase: "fail" }, Json>({
-    name: "failed-holder",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          kidId = tx.createTask(kid, null, { ownership: { kind: "task", taskId: runtime.taskId } });
-          return { status: "running", checkpoint: { phase: "fail" } };
-        });
-      },
-      fail: async (_t, runtime) =>
-        void (await runtime.commit(() => ({
-          status: "terminal",
-          outcome: { status: "failed", error: { message: "gave up" } },
-        }))),
-    },
-    abort: async () => {
-      throw new Error("a held outcome is final: its abort handler never runs");
-    },
+  const failed = {
+    status: "terminal",
+    outcome: { status: "failed", error: { message: "gave up" } },
+  } as const;
+  const { holder, kid, kidId } = holderOverGatedKid("failed-holder", kidGate.promise, failed, async () => {
+    throw new Error("a held outcome is final: its abort handler never runs");
   });
   const h = await Harness.open(await memoryStore(), { tasks: [holder, kid] });
   const { latest } = trackTasks(h);
@@ -954,7 +955,7 @@ test("abortTask on a task holding a failed outcome only marks it too: it returns
     outcome: { status: "failed", error: { message: "gave up" } },
   });
   expect(final.abortRequested).toBe(true);
-  expect(outcome(await h.getTask(kidId as TaskId))?.status).toBe("aborted");
+  expect(outcome(await h.getTask(kidId() as TaskId))?.status).toBe("aborted");
   await h.close();
 });
 
