@@ -108,6 +108,33 @@ function holderOverGatedKid(
   return { holder, kid, kidId: () => kidId };
 }
 
+/**
+ * A task parked in `waiting` for an hour (it runs nothing); its abort handler logs
+ * `abort:<name>`, waits for `gate` when one is given, and ends it aborted.
+ */
+function parkedKid(name: string, log: string[], gate?: Promise<unknown>): TaskDefinition<Json, Go, Json> {
+  return defineTask<Json, Go, Json>({
+    name,
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) =>
+        void (await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "go" },
+          on: [],
+          policy: "allSettled",
+          until: Date.now() + 3_600_000,
+        }))),
+    },
+    abort: async (_t, runtime) => {
+      log.push(`abort:${name}`);
+      await gate;
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+}
+
 function loggedAbort(log: string[], name: string): TaskDefinition<Json, Go, Json>["abort"] {
   return async (_t, runtime) => {
     log.push(`abort:${name}`);
@@ -771,26 +798,7 @@ test("a blocked owner whose child is waiting on a durable timer is orphaned only
   // waiting task (it runs nothing) orphaned this owner at once and passed them.
   const gate = deferred();
   const log: string[] = [];
-  const sleeper = defineTask<Json, Go, Json>({
-    name: "waiting-kid",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) =>
-        void (await runtime.commit(() => ({
-          status: "waiting",
-          checkpoint: { phase: "go" },
-          on: [],
-          policy: "allSettled",
-          until: Date.now() + 3_600_000,
-        }))),
-    },
-    abort: async (_t, runtime) => {
-      log.push("abort:waiting-kid");
-      await gate.promise;
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
-    },
-  });
+  const sleeper = parkedKid("waiting-kid", log, gate.promise);
   const makesSleeper = ownerOf("blocked-sleeper-owner", sleeper);
   const store = await memoryStore();
   const first = await Harness.open(store, { tasks: [makesSleeper, sleeper] });
@@ -820,25 +828,7 @@ test("a child parked in waiting below a cancelled owner is marked by the cascade
   // Draw 40d-C, 11: a cascade that passed over waiting tasks (marking only pending and running ones)
   // failed only the blocked-owner test above, and that one by a timeout; here the mark is read.
   const log: string[] = [];
-  const sleeper = defineTask<Json, Go, Json>({
-    name: "parked-kid",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) =>
-        void (await runtime.commit(() => ({
-          status: "waiting",
-          checkpoint: { phase: "go" },
-          on: [],
-          policy: "allSettled",
-          until: Date.now() + 3_600_000,
-        }))),
-    },
-    abort: async (_t, runtime) => {
-      log.push("abort:parked-kid");
-      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
-    },
-  });
+  const sleeper = parkedKid("parked-kid", log);
   const owner = ownerOf("parked-kid-owner", sleeper, { log });
   const h = await Harness.open(await memoryStore(), { tasks: [owner, sleeper] });
   const { latest } = trackTasks(h);
