@@ -5,6 +5,7 @@
  * registry or settings change shows at its next call. It reads an absent pi.agent as `{}` and never
  * writes. The stored names (what `configure` edits) are `agentState()`.
  */
+import { fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import {
@@ -17,7 +18,7 @@ import {
   textResult,
 } from "../../../worker/index.ts";
 import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
-import { cleanups, echo, open, reopen } from "./fixtures.ts";
+import { callsThenAnswer, cleanups, echo, open, reopen } from "./fixtures.ts";
 
 const tool = (name: string) =>
   defineTool({
@@ -122,6 +123,46 @@ test("agent() of a conversation with no pi.agent is {} even when the root's agen
   expect([...agent.tools.keys()]).toEqual(["one"]);
 });
 
+test("agent() of a fork with no pi.agent is {} even when its parent's agent holds fields: a fork borrows nothing either (draw 41)", async () => {
+  // Draw 41, 10: every absent pi.agent of the named tests was an ownerless conversation with no
+  // parent; an absent document read as the parent's stored agent passed them.
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "a", tools: [tool("one")] }));
+  const store = await memoryStore();
+  const core = await Harness.open(store);
+  const { parent, at } = await core.transaction((tx) => {
+    const c = tx.createConversation({ kind: "ownerless" }).id;
+    return { parent: c, at: tx.appendEntry(c, { kind: "app.note", data: 1 }).id };
+  });
+  await core.close();
+  // The parent's agent is written after the entry the fork starts at: its asOf copy is absent.
+  const first = await open(echo, { extensions, store: await memoryStore(store.image()) });
+  await (await first.h.loadedConversation(parent))!.configure({
+    instructions: "Answer in French.",
+    thinkingLevel: "high",
+    tools: [],
+  });
+  await first.h.close();
+  const mid = await memoryStore(first.store.image());
+  const again = await Harness.open(mid);
+  const id = await again.transaction(
+    (tx) => tx.forkConversation(parent, at, { ownership: { kind: "ownerless" } }).id,
+  );
+  await again.close();
+  const { h, faux } = await open(echo, { extensions, store: await memoryStore(mid.image()) });
+  expect(await (await h.loadedConversation(parent))!.agentState()).toMatchObject({
+    instructions: "Answer in French.",
+  });
+  const fork = (await h.loadedConversation(id))!;
+  expect(await h.docVersioned(id, "pi.agent")).toEqual({ value: undefined, version: undefined });
+  expect(await fork.agentState()).toEqual({});
+  const agent = await fork.agent();
+  expect(agent.instructions).toBeUndefined();
+  expect(agent.thinkingLevel).toBe("off");
+  expect(agent.model).toEqual(faux.ref);
+  expect([...agent.tools.keys()]).toEqual(["one"]);
+});
+
 test("agent() sets thinkingLevel even with no model at all: no stored model and no host default resolve to thinking off, no model", async () => {
   // Break 29E: every named test had a host default model; a thinking level set only beside a model
   // passed them.
@@ -178,4 +219,37 @@ test("agent() after a reopen, before the conversation's documents are in memory,
     thinkingLevel: "high",
     instructions: "Answer in French.",
   });
+});
+
+test("agent() of a task-owned conversation with no pi.agent is {} even when its owner's agent holds fields: the creation copy is not a read rule (draw 41)", async () => {
+  // Draw 41, 10: an absent pi.agent read as the owner task's conversation's stored agent passed every
+  // named test (their absent documents were in ownerless conversations).
+  const made: { id?: number } = {};
+  const maker = defineTool({
+    name: "maker",
+    description: "maker",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      made.id = await api.commit((tx) => {
+        const id = tx.createConversation({ kind: "task", taskId: api.taskId }).id;
+        // The creation hook copied the owner's agent; the child's document is then retired: absent.
+        tx.retireDoc(id, "pi.agent");
+        return id;
+      });
+      return textResult("made");
+    },
+  });
+  const { h, root, faux } = await open(callsThenAnswer(fauxToolCall("maker", {}, { id: "c1" })), {
+    tools: [maker],
+  });
+  await root.configure({ instructions: "Answer in French.", thinkingLevel: "high" });
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  const child = (await h.loadedConversation(made.id as never))!;
+  expect(h.conversationRecord(child.id)?.owner?.conversationId).toBe(root.id);
+  expect(await h.docVersioned(child.id, "pi.agent")).toEqual({ value: undefined, version: undefined });
+  expect(await child.agentState()).toEqual({});
+  const agent = await child.agent();
+  expect(agent.instructions).toBeUndefined();
+  expect(agent.thinkingLevel).toBe("off");
+  expect(agent.model).toEqual(faux.ref);
 });
