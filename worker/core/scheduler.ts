@@ -46,6 +46,9 @@ type Resolution =
   | { ok: true; definition: AnyTaskDefinition; migrated?: { input: Json; checkpoint: Json } }
   | { ok: false; reason: BlockedReason; detail: string };
 
+/** Thrown by a reserving commit that reached the line after close began: nothing to report. */
+const SEALED = new Error("task reservation is sealed: the harness is closing");
+
 /**
  * What one drain decided. Its writes are already in the overlay (and, for a committing pass, in the
  * transaction); the in-memory effects are listed here and carried out by `#carryOut`.
@@ -335,6 +338,9 @@ export class Scheduler {
         // Carried out inside the reserving commit: a second drain can never start the same task.
         const plan = await this.session.commit(
           (tx, overlay) => {
+            // Closing seals task reservation (spec §4): a reserving commit that reaches the line after
+            // the seal (queued behind a commit that held it) reserves and writes nothing.
+            if (this.stopping) throw SEALED;
             const decided =
               ahead !== undefined && overlay === draft.overlay ? ahead : this.#plan(overlay, tx);
             this.#carryOut(decided);
@@ -364,7 +370,7 @@ export class Scheduler {
           invocation.abandon();
         }
       }
-      if (!this.closing) this.report(error);
+      if (!this.closing && error !== SEALED) this.report(error);
       if (this.#recovering.size === 0) this.#recovered();
     } finally {
       this.#draining = false;

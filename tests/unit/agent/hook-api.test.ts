@@ -11,6 +11,7 @@ import { expect, test } from "vitest";
 import {
   type AgentHarness,
   createRegistry,
+  defineDoc,
   defineExtension,
   defineTool,
   hook,
@@ -315,6 +316,48 @@ test("api.snapshotAsOf in a conversation other than the root reads the asking co
   await other.configure({ instructions: "other second" });
   await (await other.submit({ type: "input", content: "two" })).wait();
   expect(seen).toEqual([{ instructions: "other first" }, { instructions: "root first" }]);
+});
+
+test("api.snapshotAsOf of a rewindable document first written after the entry is undefined: a historical read creates nothing in the past and never reads today's value (draw 41, 11)", async () => {
+  // Draw 41 (11): both tests above read pi.agent, which every entry finds alive; a hook api that fell
+  // back to the document's current value when no incarnation was alive at the entry passed them.
+  const Marks = defineDoc<{ n: number }>({
+    name: "app.marks",
+    history: "rewindable",
+    fork: "asOf",
+    initial: { n: 0 },
+  });
+  const seen: unknown[] = [];
+  let before = 0;
+  let after = 0;
+  const extensions = createRegistry();
+  extensions.install(
+    defineExtension({
+      name: "looks-back",
+      hooks: [
+        hook("pi.generation", {
+          beforeRequest: async (messages, api) => {
+            if (after > 0) {
+              seen.push(await api.snapshotAsOf("app.marks", before));
+              seen.push(await api.snapshotAsOf("app.marks", after));
+            }
+            return messages;
+          },
+        }),
+      ],
+    }),
+  );
+  const { root, h } = await open(echo, { extensions });
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  before = (await root.entries()).at(-1)!.id;
+  await root.commit((tx) => Marks.write(tx, root.id, { n: 1 }));
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  // The entry of the second run's input: its commit came after the write.
+  after = (await root.entries()).find((e) => e.id > before && e.kind === "pi.user")!.id;
+  await (await root.submit({ type: "input", content: "three" })).wait();
+  expect(seen).toEqual([undefined, { n: 1 }]);
+  // Nothing was created at the earlier entry: the document's one incarnation is today's.
+  expect(await h.snapshot(Marks, root.id)).toEqual({ n: 1 });
 });
 
 test("a generation hook's memos are its asking generation task's: beforeRequest writes one, afterResponse reads it and finds it among the task's own memos (draw 40c)", async () => {

@@ -19,7 +19,7 @@ import {
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
 import { callsThenAnswer, echo, open } from "../agent/fixtures.ts";
-import { complete, done, type Go, outcome, row, running, single, untilAborted } from "./fixtures.ts";
+import { complete, done, type Go, outcome, row, running, settle, single, untilAborted } from "./fixtures.ts";
 
 /**
  * A harness running a task that ignores its signal until `release`, and a close() whose wait was
@@ -544,6 +544,44 @@ test("commits admitted before close settle and are stored before the store close
   const next = await Harness.open(image, { tasks: [late] });
   expect((await next.entries(1)).map((e) => e.data)).toEqual(["first", "second"]);
   expect(outcome(await done(next, lateId))).toEqual({ status: "completed", result: "ran" });
+  expect(ran).toBe(true);
+  await next.close();
+});
+
+test("a reservation queued on the line at the seal reserves nothing: the task stays pending with no startedAt, and the next harness runs it (draw 41, 16)", async () => {
+  // Draw 41 (16): the named test's task is created by a commit queued at the seal, so no drain could
+  // start before it. Here the drain began before the seal (a paused harness resumed while a commit
+  // holds the line) and its reserving commit reached the line only after it: it stored the task
+  // running, with a startedAt, though closing seals task reservation (spec §4) and no code ran.
+  const store = await memoryStore();
+  let ran = false;
+  const job = single("sealed-out", async (_t, runtime) => {
+    ran = true;
+    await runtime.commit(() => complete("ran"));
+  });
+  const h = await Harness.open(store, { tasks: [job], paused: true });
+  const id = await h.createTask(job, null, { ownership: { kind: "conversation" } });
+  const gate = deferred();
+  const inCallback = deferred();
+  h.resume(); // the drain is asked for now; its reserving commit queues behind the one below
+  const holding = h.transaction(async () => {
+    inCallback.resolve();
+    await gate.promise;
+  });
+  await inCallback.promise;
+  await settle(); // the drain has planned and queued its reserving commit behind the holding one
+  const closing = h.close();
+  gate.resolve();
+  await holding;
+  await closing;
+  expect(ran).toBe(false);
+  const image = await memoryStore(store.image());
+  const stored = await image.read((sql) =>
+    sql.get("SELECT status, started_at FROM tasks WHERE id = ?", [id]),
+  );
+  expect(stored).toEqual({ status: "pending", started_at: null });
+  const next = await Harness.open(image, { tasks: [job] });
+  expect(outcome(await done(next, id))).toEqual({ status: "completed", result: "ran" });
   expect(ran).toBe(true);
   await next.close();
 });
