@@ -573,6 +573,42 @@ test("durationMs is how long execute() took, throwing or not, and nothing before
   expect(byCall.get("c2")!.isError).toBe(true);
 });
 
+test("durationMs ends when execute() returns: the flush of the output it left pending comes after and is not counted (draw 41)", async () => {
+  // Draw 41: a duration taken after the call's last output flush (its commit counted as the call's
+  // time) passed every named test: none of their tools wrote output.
+  const real = performance.now.bind(performance);
+  let skew = 0;
+  vi.spyOn(performance, "now").mockImplementation(() => real() + skew);
+  let returned = false;
+  const printing = defineTool({
+    name: "printing",
+    description: "prints, then returns at once",
+    parameters: Type.Object({}),
+    execute: async (_args, api) => {
+      skew += 2_000;
+      api.output("printed\n");
+      returned = true;
+      return textResult("done");
+    },
+  });
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("printing", {}, { id: "p1" })), {
+    tools: [printing],
+  });
+  // Every commit after execute() returned pushes the monotonic clock 50 s on: the output's flush is one.
+  const stop = h.subscribe(() => {
+    if (returned) skew += 50_000;
+  });
+  try {
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  } finally {
+    stop();
+    vi.restoreAllMocks();
+  }
+  const result = (await toolResults(root)).map((e) => messageOf(e) as { durationMs?: number })[0]!;
+  expect(result.durationMs).toBeGreaterThanOrEqual(2_000);
+  expect(result.durationMs).toBeLessThan(50_000);
+});
+
 test("durationMs is the execute call's own time, not the tool task's lifecycle span (spec §5.3, §7.3)", async () => {
   // Two clocks told apart: the harness clock stamps lifecycle times, the monotonic one times execute.
   let clock = 1000;

@@ -477,6 +477,31 @@ describe("reset", () => {
     await root.waitForIdle();
   });
 
+  test("busy: a host's own head: self write (not reset()) at the post-tools boundary ends the run the same way: inputs unanswered reset, a queued follow-up starts over (draw 41)", async () => {
+    // Draw 41: every named test queued its reset through reset() (kind pi.reset); a boundary that took
+    // only that kind for a reset (placing another head: self write as an ordinary postTools write and
+    // generating on) passed them.
+    const hold = gatedTool();
+    const responder: FauxResponder = (req) => {
+      const texts = userTexts(req.messages);
+      return texts.at(-1) === "go" && !req.messages.some((m) => m.role === "assistant")
+        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" })
+        : fauxAssistantMessage(`echo: ${texts.join(" | ")}`);
+    };
+    const { root, faux } = await open(responder, { tools: [hold.tool] });
+    const run = await root.submit({ type: "input", content: "go" });
+    await hold.started.promise;
+    const restart = await root.submit({ type: "write", entry: { kind: "app.restart", head: "self" } });
+    const later = await root.submit({ type: "input", content: "after", whenBusy: "followUp" });
+    hold.release.resolve();
+    expect(await run.wait()).toEqual({ status: "unanswered", reason: "reset" });
+    expect((await restart.wait()).status).toBe("done");
+    expect((await later.wait()).status).toBe("done");
+    expect(faux.requests).toHaveLength(2); // no request continued the reset run
+    expect(userTexts(faux.requests[1]!.messages)).toEqual(["after"]);
+    await root.waitForIdle();
+  });
+
   test("busy: reset() resolves once its write is admitted, while it is still queued; the boundary places it later (draw 38b)", async () => {
     // Draw 38b A: a reset() that resolved only once its write was placed made the named busy test
     // hang rather than fail; here the tool stays held until reset() has resolved.

@@ -1388,6 +1388,17 @@ describe("transactions", () => {
     expect(log).toEqual(["A:1", "A:2", "C:3", "C:4"]);
     expect(reports).toHaveLength(1);
   });
+  test("after a replacement went missing the task looks again at every boundary too: a fit one registered later takes it over at the next boundary (draw 41)", async () => {
+    // Draw 41: the look again after an unfit replacement was tried (break 31E), never after a missing
+    // one; an invocation that stopped handing over once its definition went missing passed them.
+    const { result, log, reports } = await runUnderSwaps("swap-back", {
+      1: (h) => h.registry.unregister("swap-back"),
+      2: (h, make) => h.registry.register(make("C", 1)),
+    });
+    expect(result).toEqual({ status: "completed", result: "C" });
+    expect(log).toEqual(["A:1", "A:2", "C:3", "C:4"]);
+    expect(reports.filter((r) => r.includes("no longer registered"))).toHaveLength(1);
+  });
   test("a transaction used after its callback ended is refused", async () => {
     const h = await Harness.open(await memoryStore());
     await h.transaction((tx) => tx.writeDoc(1, "kept", { x: 0 }));

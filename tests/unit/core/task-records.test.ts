@@ -727,6 +727,64 @@ test("an async commit callback's returned state replaces the whole state, checkp
   await h.close();
 });
 
+test("a returned waiting state replaces the state with its own checkpoint, in the commit of the callback's writes: the parked record holds the new checkpoint, on and policy (draw 41)", async () => {
+  // Draw 41: every named test returned running or terminal states; a waiting state kept with the
+  // old checkpoint (the task resuming where it was) passed them, making them loop, never fail.
+  const release = deferred();
+  const child = single("wait-state-child", async (_t, runtime) => {
+    await release.promise;
+    await runtime.commit(() => complete("child"));
+  });
+  type Parent = { phase: "go" } | { phase: "after"; note: number };
+  const parent = defineTask<Json, Parent, Json>({
+    name: "wait-state-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.appendEntry(runtime.conversationId, { kind: "parked-note" });
+          const c = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return {
+            status: "waiting",
+            checkpoint: { phase: "after", note: 7 },
+            on: [c],
+            policy: "allSettled",
+          };
+        });
+      },
+      after: async (task, runtime) => {
+        const note = task.state.checkpoint.phase === "after" ? task.state.checkpoint.note : -1;
+        await runtime.commit(() => complete(note));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [parent, child] });
+  const commits: Array<{ entries: string[]; states: unknown[] }> = [];
+  h.subscribe((change) => {
+    commits.push({
+      entries: change.entries.map((e) => e.kind),
+      states: change.tasks.filter((t) => t.kind === "wait-state-parent").map((t) => t.state),
+    });
+  });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await until(() => commits.some((c) => c.entries.includes("parked-note")), { what: "the parking commit" });
+  const record = await h.getTask(id);
+  const parked = record?.state.status === "waiting" ? record.state : undefined;
+  expect(parked?.status).toBe("waiting");
+  expect(parked?.checkpoint).toEqual({ phase: "after", note: 7 });
+  expect(parked?.policy).toBe("allSettled");
+  expect(parked?.on).toHaveLength(1);
+  // The waiting state is published in the one commit that carries the callback's entry.
+  expect(commits.filter((c) => c.entries.includes("parked-note"))).toEqual([
+    { entries: ["parked-note"], states: [parked] },
+  ]);
+  release.resolve();
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: 7 });
+  await h.close();
+});
+
 test("a task that waits on nothing resumes at its checkpoint in the next scheduling pass", async () => {
   const log: string[] = [];
   const def = defineTask<Json, Go | { phase: "resume" }, Json>({
