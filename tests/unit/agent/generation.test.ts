@@ -342,6 +342,24 @@ describe("retry", () => {
     expect(faux.requests).toHaveLength(4);
   });
 
+  test("an overload or a rate limit said only in words (no status code) is retried like a 503 (draw 41-D)", async () => {
+    // Draw 41-D: overload dropped from the retryable errors passed every generation and compaction
+    // test: every overload retried there carried its 503 or 529 status too.
+    const said = ["Overloaded", "Rate limit reached for requests", "Too many requests, try again later"];
+    const { root, faux } = await open(
+      (req, n) => (n <= said.length ? fauxError(said[n - 1]!) : echo(req, n)),
+      {
+        settings: { retry: { baseDelayMs: 1, maxDelayMs: 4, maxRetries: 3 } },
+      },
+    );
+    expect((await (await root.submit({ type: "input", content: "hi" })).wait()).status).toBe("done");
+    const answers = (await transcript(root))
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => messageOf(e) as AssistantMessage);
+    expect(answers.map((m) => m.errorMessage ?? m.stopReason)).toEqual([...said, "stop"]);
+    expect(faux.requests).toHaveLength(4);
+  });
+
   test("a retryable error moves to retry at the Harness clock's now + retryDelayMs(policy, attempt): the deadline doubles with the attempt", async () => {
     // The Harness clock is ours: it moves only when the test moves it (spec §8.3: until = now +
     // retryDelayMs(policy, attempt), on the clock the Harness was opened with). Sample 22.
@@ -383,6 +401,62 @@ describe("retry", () => {
       },
     ]);
     expect((await sub.wait()).status).toBe("done");
+  });
+
+  test("a provider that throws a retryable error, at once or while its stream is read, is retried like a 503 answer: error entry, retry at now + retryDelayMs (draw 41-D)", async () => {
+    // Draw 41-D: a throw from the provider taken as an abort (stop reason aborted, no mark: the run
+    // failed) passed every generation test; each retried error there was an error answer.
+    let clock = 3_000_000_000;
+    let calls = 0;
+    const { h, root } = await open(echo, {
+      now: () => clock,
+      settings: { retry: { baseDelayMs: 40, maxDelayMs: 10_000 } },
+      stream: (model, context, options) => {
+        calls++;
+        if (calls === 1) throw new Error("503 Service Unavailable");
+        if (calls === 2)
+          return {
+            [Symbol.asyncIterator]: () => ({
+              next: () => Promise.reject(new Error("502 Bad Gateway")),
+            }),
+            result: () => Promise.reject(new Error("no result")),
+          } as unknown as ReturnType<typeof defaultStream>;
+        return defaultStream(model, context, options);
+      },
+    });
+    const checkpoint = () =>
+      (
+        h.inspect().tasks.find((t) => t.record.kind === "pi.generation")?.record.state as
+          | { checkpoint?: { phase: string; attempt: number; until?: number } }
+          | undefined
+      )?.checkpoint;
+    const sub = await root.submit({ type: "input", content: "hi" });
+    let settled = false;
+    const waited = sub.wait().finally(() => {
+      settled = true;
+    });
+    const seen: unknown[] = [];
+    for (const step of [1, 2]) {
+      // Settled instead (the run failed): the checkpoint read below is not a retry.
+      await until(() => settled || (checkpoint()?.phase === "retry" && calls === step), {
+        what: `retry ${step}`,
+      });
+      seen.push(checkpoint());
+      clock += 10_000;
+    }
+    expect(seen).toEqual([
+      { phase: "retry", attempt: 1, until: 3_000_000_000 + 40 },
+      { phase: "retry", attempt: 2, until: 3_000_010_000 + 80 },
+    ]);
+    expect((await waited).status).toBe("done");
+    const answers = (await transcript(root))
+      .filter((e) => e.kind === "pi.assistant")
+      .map((e) => messageOf(e) as AssistantMessage);
+    expect(answers.map((m) => [m.stopReason, m.errorMessage])).toEqual([
+      ["error", "503 Service Unavailable"],
+      ["error", "502 Bad Gateway"],
+      ["stop", undefined],
+    ]);
   });
 
   test("a retry policy whose baseDelayMs is 0 retries at the Harness clock's now: a zero delay is a delay, not an absent one (draw 36d)", async () => {

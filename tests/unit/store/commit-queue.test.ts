@@ -155,6 +155,14 @@ describe("the commit queue", () => {
     expect(queue.closing).toBe(true);
     expect(queue.closed).toBe(false);
     await expect(job("late")).rejects.toBeInstanceOf(StoreClosed);
+    // A read asked while closing is refused as a commit is (draw 41, 20: a queue that refused reads
+    // only once closed, serving one behind the admitted jobs, passed every store test).
+    const lateRead = queue
+      .enqueue("read", () => "served")
+      .then(
+        (value) => value,
+        (error) => (error instanceof StoreClosed ? "refused" : error),
+      );
     // A second close answers the same promise, and its finish is not run.
     expect(queue.close(() => void finished.push("second finish"))).toBe(closed);
     await turn();
@@ -163,6 +171,7 @@ describe("the commit queue", () => {
     gate("b").resolve();
     expect(await a).toBe("a");
     expect(await b).toBe("b");
+    expect(await lateRead).toBe("refused");
     await closed;
     expect(finished).toEqual(["finish after 4 steps"]);
     expect(queue.closed).toBe(true);

@@ -82,3 +82,21 @@ test("a closed or killed line checkpoints nothing later; a rollback-journal stor
   expect([closed.checkpoints, killed.checkpoints, persist.checkpoints]).toEqual([0, 0, 0]);
   await persist.close();
 });
+
+test("close closes the connection: a log holding commits is checkpointed into the file and removed, which then stands alone (draw 41-D)", async () => {
+  // Draw 41-D: a close whose finish skipped closing the SQLite connection (the statements finalized,
+  // the VFS released) passed every store test; the log, still open, stayed beside the file.
+  const store = await openStore({ kind: "memory", name: "c", journal: "wal", idleCheckpointMs: 10 * DELAY });
+  await store.commit((sql) => sql.run("CREATE TABLE t (n INTEGER NOT NULL)"));
+  for (let n = 0; n < 3; n++) await insert(store, n);
+  expect(store.checkpoints).toBe(0);
+  expect(sizes(store).wal).toBeGreaterThan(0);
+  await store.close();
+  expect(sizes(store).wal).toBe(0);
+  const image = store.image().filter((f) => f.path === "/c.db");
+  const reopened = await openStore({ kind: "memory", name: "c", image, journal: "wal" });
+  expect(await reopened.read((sql) => sql.all("SELECT n FROM t ORDER BY n"))).toEqual(
+    [0, 1, 2].map((n) => ({ n })),
+  );
+  await reopened.close();
+});
