@@ -215,8 +215,9 @@ export interface TaskRuntime<
   getTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord | undefined>;
   /** Wait for a task's terminal record; rejects when this invocation ends. */
   waitForTask(id: TaskId, signal?: AbortSignal): Promise<TaskRecord>;
+  /** The harness clock. Like every operation here, it throws (`invocation_ended`) once the invocation ended. */
   now(): number;
-  /** Hand an error to the harness's `onReport`. */
+  /** Hand an error to the harness's `onReport`; throws (`invocation_ended`) once the invocation ended. */
   report(error: unknown): void;
 }
 

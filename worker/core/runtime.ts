@@ -514,11 +514,15 @@ class Runtime implements TaskRuntime {
     });
   }
 
+  /** The harness clock; throws once the invocation ended, as every runtime operation (spec §5.4). */
   now(): number {
+    this.#check();
     return this.invocation.scheduler.session.now();
   }
 
+  /** To the host's `onReport`; throws once the invocation ended, as every runtime operation (spec §5.4). */
   report(error: unknown): void {
+    this.#check();
     this.invocation.scheduler.report(error);
   }
 }

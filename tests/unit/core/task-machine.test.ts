@@ -1743,7 +1743,7 @@ describe("commits a handler may not make", () => {
     await h.close();
   });
 
-  test("a runtime kept after its invocation ended refuses every operation: commits, reads, memos, waits and hook dispatch; its signal is aborted and a wait left pending rejects when it ends", async () => {
+  test("a runtime kept after its invocation ended refuses every operation: commits, reads, memos, waits, hook dispatch, the clock and report; its signal is aborted and a wait left pending rejects when it ends", async () => {
     let kept: TaskRuntime<Json, Go, Json> | undefined;
     let keptHookApi: TaskRuntime | undefined;
     let leftover: Promise<unknown> | undefined;
@@ -1776,7 +1776,9 @@ describe("commits a handler may not make", () => {
       );
       await runtime.commit(() => complete("ok"));
     });
+    const reports: string[] = [];
     const h = await Harness.open(await memoryStore(), {
+      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
       taskHooks: {
         handlers: () => [{ probe: () => hooked.push("probe") }],
         api: (runtime) => {
@@ -1803,6 +1805,15 @@ describe("commits a handler may not make", () => {
     await expect(kept!.waitForTask(otherId)).rejects.toBeInstanceOf(CommitRefused);
     await expect(kept!.hooks.each("probe", () => undefined)).rejects.toBeInstanceOf(CommitRefused);
     expect(hooked).toEqual(["probe"]);
+    // The two synchronous operations throw too, and the late report reaches no host (draw 41b-B: the
+    // clock and report answered after the invocation ended, and this test passed).
+    expect(() => kept!.now()).toThrow(
+      expect.objectContaining({ name: "CommitRefused", reason: "invocation_ended" }),
+    );
+    expect(() => kept!.report(new Error("late report"))).toThrow(
+      expect.objectContaining({ name: "CommitRefused", reason: "invocation_ended" }),
+    );
+    expect(reports).not.toContain("late report");
     // The api a hook got is the invocation's: refused too.
     await expect(keptHookApi!.memo("hook:late", 1)).rejects.toBeInstanceOf(CommitRefused);
     // Its signal aborted when it ended, and the leftover wait rejected then (its task still runs).
@@ -1857,6 +1868,8 @@ describe("commits a handler may not make", () => {
       refused,
     );
     expect(hooked).toEqual([]);
+    expect(() => kept!.now()).toThrow(expect.objectContaining(refused));
+    expect(() => kept!.report(new Error("late report"))).toThrow(expect.objectContaining(refused));
     expect(kept!.signal.aborted).toBe(true);
     expect(await leftover).toBeInstanceOf(CommitRefused);
     expect((await h.getTask(otherId))!.state.status).not.toBe("terminal");
