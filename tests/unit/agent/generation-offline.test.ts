@@ -7,8 +7,9 @@
  */
 import type { AssistantMessage } from "@mariozechner/pi-ai";
 import { describe, expect, test } from "vitest";
+import type { NetworkState } from "../../../worker/agent/network.ts";
 import { isNetworkError, isRetryableError } from "../../../worker/agent/services.ts";
-import type { MemoryStore } from "../../../worker/index.ts";
+import type { AgentHarness, MemoryStore } from "../../../worker/index.ts";
 import {
   crashingStore,
   deferred,
@@ -198,6 +199,42 @@ describe("a network failure while offline", () => {
     expect(liveOf(h).run).toBeUndefined();
     expect(liveOf(h).generation).toBeUndefined();
     expect(root.busy).toBe(false);
+  });
+  test("the network is asked outside the transaction: a commit the check starts lands before the failed attempt is kept (draw 41b, 11)", async () => {
+    // Draw 41b, 11: the network's check (an external effect: it may probe) taken inside the commit
+    // that classifies the failed attempt passed every test; here the check starts a commit of its
+    // own, which lands first only when the check runs off the line.
+    let harness: AgentHarness | undefined;
+    let noted: Promise<unknown> | undefined;
+    const base = networkSwitch({ online: false });
+    const network: NetworkState = {
+      check(signal) {
+        noted ??= harness!.transaction((tx) =>
+          tx.appendEntry(2, { kind: "app.note", data: "from the check" }),
+        );
+        return base.check(signal);
+      },
+      whenOnline: (signal, onNextCheck) => base.whenOnline(signal, onNextCheck),
+    };
+    const { h, root } = await open((req, n) => (base.online ? echo(req, n) : fauxError(OFFLINE)), {
+      settings,
+      network,
+    });
+    harness = h;
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    expect(other.id).toBe(2);
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => base.waiting === 1, { what: "the run waits for the network" });
+    await noted;
+    base.set(true);
+    expect((await sub.wait()).status).toBe("done");
+    const note = (await other.entries()).find((e) => e.kind === "app.note");
+    const failed = (await transcript(root)).find(
+      (e) => e.kind === "pi.assistant" && (messageOf(e) as AssistantMessage).stopReason === "error",
+    );
+    expect(note).toBeDefined();
+    expect(failed).toBeDefined();
+    expect(note!.id).toBeLessThan(failed!.id);
   });
 });
 

@@ -489,3 +489,77 @@ test("an automatic compaction's summary request passes the conversation's sessio
   expect(sent.filter((s) => s.summary)).toHaveLength(1);
   expect(sent.map((s) => s.sessionId)).toEqual(sent.map(() => id));
 });
+
+test("an overflow's compaction summary and a background compaction's summary pass the conversation's session id too (draw 41b, 13)", async () => {
+  // Draw 41b, 13: every summary request of these tests was a manual compact()'s or a blocking
+  // threshold's; a summary leaving the session id out for an overflow's compaction, or for a
+  // background one, passed them all.
+  const sent: Array<{ summary: boolean; sessionId: unknown }> = [];
+  const stream: AgentHarnessOptions["stream"] = (model, context, options) => {
+    sent.push({ summary: context.systemPrompt === SUMMARY_SYSTEM_PROMPT, sessionId: options.sessionId });
+    return defaultStream(model, context, options);
+  };
+  const text = (m: { content: unknown }) =>
+    typeof m.content === "string" ? m.content : JSON.stringify(m.content);
+  // An overflow: the fourth input's first request is too long for the provider; a summary cures it.
+  const wide = fauxAgentModel(
+    (req, call) => {
+      if (req.systemPrompt === SUMMARY_SYSTEM_PROMPT) return fauxAssistantMessage("SUMMARY");
+      const last = [...req.messages].reverse().find((m) => m.role === "user")!;
+      if (text(last).includes("q4") && !text(req.messages[0]!).includes("<summary>"))
+        return fauxError("prompt is too long: 210000 tokens > 200000 maximum");
+      return echo(req, call);
+    },
+    { id: "session-wide", contextWindow: 1_000_000 },
+  );
+  // A background threshold: from 100,100 - 99,000 - 600 = 500 tokens, blocking only above 1,100.
+  const roomy = fauxAgentModel(
+    (req, call) =>
+      req.systemPrompt === SUMMARY_SYSTEM_PROMPT ? fauxAssistantMessage("SUMMARY") : echo(req, call),
+    { id: "session-roomy", contextWindow: 100_100 },
+  );
+  cleanups.push(async () => {
+    wide.unregister();
+    roomy.unregister();
+  });
+  const models = createModelResolver({ extra: [wide.model, roomy.model] });
+  const overflowed = await open(echo, {
+    stream,
+    models,
+    defaultModel: wide.ref,
+    settings: { compaction: { reserveTokens: 100, keepRecentTokens: 150, backgroundTokens: 0 } },
+  });
+  const id = await sessionOf(overflowed.h, overflowed.root.id);
+  for (let turn = 1; turn <= 4; turn++)
+    expect(
+      (await (await overflowed.root.submit({ type: "input", content: `q${turn} ${"x".repeat(400)}` })).wait())
+        .status,
+    ).toBe("done");
+  expect(
+    (await overflowed.root.entries()).filter((e) => e.kind === "pi.compaction").map((e) => e.data),
+  ).toEqual([{ reason: "overflow" }]);
+  expect(sent.filter((s) => s.summary)).toHaveLength(1);
+  expect(sent.map((s) => s.sessionId)).toEqual(sent.map(() => id));
+
+  sent.length = 0;
+  const background = await open(echo, {
+    stream,
+    models,
+    defaultModel: roomy.ref,
+    settings: { compaction: { reserveTokens: 99_000, keepRecentTokens: 150, backgroundTokens: 600 } },
+  });
+  const other = await sessionOf(background.h, background.root.id);
+  expect(other).not.toBe(id);
+  for (let turn = 1; turn <= 8 && (await background.h.tasks({ kind: "pi.compaction" })).length === 0; turn++)
+    expect(
+      (await (await background.root.submit({ type: "input", content: `q${turn} ${"x".repeat(400)}` })).wait())
+        .status,
+    ).toBe("done");
+  const [task] = await background.h.tasks({ kind: "pi.compaction" });
+  expect(task).toMatchObject({ background: true, input: { reason: "threshold" } });
+  expect((await background.h.waitForTask(task!.id)).state).toMatchObject({
+    outcome: { status: "completed" },
+  });
+  expect(sent.filter((s) => s.summary)).toHaveLength(1);
+  expect(sent.map((s) => s.sessionId)).toEqual(sent.map(() => other));
+});
