@@ -383,6 +383,13 @@ test("a faulted generation with live owned work holds its outcome and run contro
     if (wrote.length > 0) commits.push(wrote.sort());
   });
   stopWatching.resolve();
+  // Read at the final commit, before awaiting the input (draw 41b: a release that skipped a held
+  // fault's cleanup was caught only by this test timing out on the wait below).
+  await until(() => commits.some((wrote) => wrote.includes("generation terminal")), {
+    what: "the generation's final commit",
+  });
+  expect(commits).toEqual([["generation terminal", "input unanswered", "run removed"]]);
+  expect((await h.submissionRecord(input.id))?.status).toBe("unanswered");
   expect(await input.wait()).toEqual({ status: "unanswered", reason: "faulted", detail: "hook bug" });
   expect((await h.getTask(generation))?.state).toMatchObject({
     status: "terminal",

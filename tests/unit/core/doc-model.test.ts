@@ -1216,6 +1216,34 @@ describe("snapshotAsOf (spec §3.3)", () => {
     expect(await h.snapshotAsOf(1, "hist", e1)).toBeUndefined();
   });
 
+  test("snapshotAsOf of a document stored before its history existed never reads today's incarnation for a retired one: an entry of the retired incarnation reads nothing, one of today's its value (draw 41b)", async () => {
+    // Draw 41b, 9: every named test of a store without history rows read an incarnation still
+    // alive; the fallback to the stored row taken without its incarnation check (today's value read
+    // for an entry of an incarnation retired and recreated since) passed them all.
+    const store = await memoryStore();
+    const h = await open(store, { forks: { asOf: ["hist"] } });
+    const e1 = await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 1 });
+      return note(tx, 1, "1");
+    });
+    await h.transaction((tx) => {
+      tx.retireDoc(1, "hist");
+      return note(tx, 1, "2");
+    });
+    const e3 = await h.transaction((tx) => {
+      tx.writeDoc(1, "hist", { n: 3 });
+      return note(tx, 1, "3");
+    });
+    await h.close();
+    const again = await memoryStore(store.image());
+    // A store from before document history: both incarnations rewindable, their history rows absent.
+    await again.commit((sql) => sql.run("DELETE FROM doc_history"));
+    const h2 = await open(again);
+    const today = (await h2.docRecord(1, "hist"))!;
+    expect(await h2.snapshotAsOf(1, "hist", e3)).toEqual({ id: today.id, value: { n: 3 }, version: 1 });
+    expect(await h2.snapshotAsOf(1, "hist", e1)).toBeUndefined();
+  });
+
   test("at the entry of the commit that retires it, an incarnation is no longer alive: its rules do not decide there, the live record's do (draw 31b)", async () => {
     // Draw 31b, 12: `at < retiredAt` read as `at <= retiredAt` passed every test: the retired
     // incarnation's value reads as absent at its retiring commit either way, so only its rules tell.

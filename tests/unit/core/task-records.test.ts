@@ -118,6 +118,40 @@ test("startedAt carries through a completing hold and a reopen; endedAt is the f
   await h.close();
 });
 
+test("a waiting record without times (an earlier version's) gets startedAt when it resumes, not before: the waiting task's next run is its first stamped one (draw 41b)", async () => {
+  // Draw 41b, 2: the named test's earlier-version record was a running child; a reservation that
+  // kept a waiting task's missing startedAt as it was (only running records stamped) passed it.
+  let clock = 1000;
+  const child = parked("old-waited-child");
+  const parent = waitsOnOwnedChild("old-waiter", child);
+  const store = await memoryStore();
+  const first = await Harness.open(store, { tasks: [parent, child], now: () => clock });
+  const status = new Map<TaskId, string>();
+  first.subscribe((change) => {
+    for (const t of change.tasks) status.set(t.id, t.state.status);
+  });
+  const id = await first.createTask(parent, null, { ownership: { kind: "conversation" } });
+  const childId = (id + 1) as TaskId;
+  await until(() => status.get(id) === "waiting" && status.get(childId) === "running", {
+    what: "the parent waiting on its running child",
+  });
+  await first.close();
+  // An earlier version's record: the waiting parent with no lifecycle times.
+  const image = await memoryStore(store.image());
+  await image.commit((sql) => sql.run("UPDATE tasks SET started_at = NULL WHERE id = ?", [id]));
+  clock = 3000;
+  const h = await Harness.open(image, { tasks: [parent, child], now: () => clock });
+  expect((await h.getTask(id))?.state.status).toBe("waiting");
+  expect((await h.getTask(id))?.startedAt).toBeUndefined();
+  expect((await h.getTask(childId))?.startedAt).toBe(1000);
+  clock = 4000;
+  expect(await h.abortTask(childId)).toBe("marked");
+  const final = await done(h, id);
+  expect(outcome(final)).toEqual({ status: "completed", result: "old-waiter" });
+  expect([final.startedAt, final.endedAt]).toEqual([4000, 4000]);
+  await h.close();
+});
+
 test("a harness clock at 0 is a time: a task started at 0 keeps startedAt 0 across a reopen, and one ended at 0 reads endedAt 0 back (draw 35e)", async () => {
   // Draw 35e: every named test's clock was 1000 or more; a stored time of 0 read back as absent
   // (a truthiness test on the row's column) passed them.
@@ -1230,6 +1264,10 @@ test("runtime reads: now() is the harness clock, report() reaches onReport, getT
     const remark = new Error("a non-fatal remark");
     runtime.report(remark);
     seen.reported = reports.includes(remark);
+    // A value that is not an Error is forwarded as it is, not wrapped (draw 41b).
+    const detail = { code: "not-an-error" };
+    runtime.report(detail);
+    seen.reportedValue = reports.at(-1) === detail;
     let ids: TaskId[] = [];
     await runtime.commit((tx) => {
       // Conversation-owned, so the reader is not held by them; created a, b, then the live one.
@@ -1246,6 +1284,11 @@ test("runtime reads: now() is the harness clock, report() reaches onReport, getT
     seen.receipt = receiptB.state;
     seen.getTask = (await runtime.getTask(a)) ?? null;
     seen.receiptA = receiptA;
+    // A task that does not exist reads as undefined, not a rejection (draw 41b).
+    seen.absent = await runtime.getTask(9999 as TaskId).then(
+      (t) => t ?? "undefined",
+      (e: unknown) => (e as Error).constructor.name,
+    );
     seen.order = (await runtime.outcomes([b, a])).map((o) => o.status === "completed" && o.result);
     // One outcome per id asked, a repeated id too; an id with no task rejects like a live one (draw 36b).
     seen.repeated = (await runtime.outcomes([b, a, b])).map((o) => o.status === "completed" && o.result);
@@ -1269,9 +1312,14 @@ test("runtime reads: now() is the harness clock, report() reaches onReport, getT
   expect(seen.now).toBe(7000);
   expect(seen.nowLater).toBe(7500);
   expect(seen.reported).toBe(true);
-  expect(reports.map((e) => (e as Error).message)).toEqual(["a non-fatal remark"]);
+  expect(seen.reportedValue).toBe(true);
+  expect(reports.map((e) => (e instanceof Error ? e.message : e))).toEqual([
+    "a non-fatal remark",
+    { code: "not-an-error" },
+  ]);
   expect(seen.receipt).toEqual({ status: "terminal", outcome: { status: "completed", result: "b" } });
   expect(seen.getTask).toEqual(seen.receiptA);
+  expect(seen.absent).toBe("undefined");
   expect(seen.order).toEqual(["b", "a"]);
   expect(seen.repeated).toEqual(["b", "a", "b"]);
   expect(seen.missing).toBe("InvalidTransition");
