@@ -525,3 +525,58 @@ test("aborting the generation after a call of its round faulted: the faulted cal
   });
   expect(liveOf(h)).toEqual({});
 });
+
+test("a tool task orphaned at open before its intent commit (its slot still pending behind a beforeTool hook) has its slot done without an entry in the orphaning commit; the run continues (draw 41b, 19)", async () => {
+  // Draw 41b C: every named fault and orphan ended a call whose slot was running; a cleanup that
+  // marked only a running slot done passed them. Here a beforeTool hook holds the call before its
+  // intent commit, so the stored slot is still pending when the task is orphaned.
+  const inHook = deferred();
+  const first = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    tools: [gatedTool("hold").tool],
+    hooks: {
+      beforeTool: [
+        async (_call, _api, context) => {
+          inHook.resolve();
+          await new Promise<void>((_resolve, reject) => {
+            context.signal?.addEventListener("abort", () => reject(context.signal?.reason), { once: true });
+          });
+          return undefined;
+        },
+      ],
+    },
+  });
+  const input = await first.root.submit({ type: "input", content: "go" });
+  await inHook.promise;
+  expect(liveOf(first.h).tools?.[0]).toMatchObject({ callId: "c1", status: "pending" });
+  // The committed image while the hook runs, marked for abort and too new for the next engine.
+  const store = await memoryStore(first.store.image());
+  const [stored] = await first.h.tasks({ kind: "pi.tool" });
+  await store.commit((sql) =>
+    sql.run("UPDATE tasks SET version = 99, abort_requested = 1 WHERE id = ?", [stored!.id]),
+  );
+  const { h, faux } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "c1" })), {
+    store,
+    tools: [gatedTool("hold").tool],
+    paused: true,
+  });
+  const slotAtEnd: unknown[] = [];
+  h.subscribe((change) => {
+    const ended = change.tasks.find((t) => t.id === stored!.id && t.state.status === "terminal");
+    const doc = change.docs.find((d) => d.name === "pi.live");
+    if (ended)
+      slotAtEnd.push((doc?.value as LiveState | undefined)?.tools?.find((t) => t.taskId === ended.id));
+  });
+  h.resume();
+  expect((await h.waitForTask(stored!.id)).state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "orphaned", reason: "task_too_old" },
+  });
+  expect(slotAtEnd).toHaveLength(1);
+  expect(slotAtEnd[0]).toMatchObject({ callId: "c1", status: "done" });
+  expect(slotAtEnd[0]).not.toHaveProperty("entry");
+  expect((await (await h.submission(input.id))!.wait()).status).toBe("done");
+  expect(await toolResults(await h.root())).toEqual([]);
+  const result = faux.requests.at(-1)!.messages.find((m) => m.role === "toolResult");
+  expect(result).toMatchObject({ toolCallId: "c1", isError: true });
+  expect(liveOf(h)).toEqual({});
+});

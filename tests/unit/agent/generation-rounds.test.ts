@@ -932,3 +932,48 @@ test("the retry policy is read when the attempt is classified, not when it was p
   expect(await input.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
   expect(faux.requests).toHaveLength(1);
 });
+
+test("a sequential round led by an un-offered call: the answer's commit gives the first offered call its task (its slot names it, running), the un-offered slot done with its entry, the later call pending (draw 41b, 10)", async () => {
+  // Draw 41b C: the named sequential rounds began with an offered call; a round that counted the
+  // un-offered slot as the started call (so the first offered call waited, pending with no task,
+  // for a later commit) passed every named test.
+  const a = gatedTool("a");
+  const b = gatedTool("b");
+  const { h, root } = await open(
+    callsThenAnswer(
+      fauxToolCall("nope", {}, { id: "c1" }),
+      fauxToolCall("a", {}, { id: "c2" }),
+      fauxToolCall("b", {}, { id: "c3" }),
+    ),
+    { tools: [a.tool, b.tool], settings: { toolExecution: "sequential" } },
+  );
+  const answerCommits: Array<{
+    entries: { id: number; kind: string }[];
+    live: LiveState | undefined;
+    tasks: TaskRecord[];
+  }> = [];
+  h.subscribe((change) => {
+    const answer = change.entries.find((e) => e.kind === "pi.assistant");
+    if (answer === undefined || answerCommits.length > 0) return;
+    const live = change.docs.find((d) => d.conversationId === 1 && d.name === DOC.live)?.value as
+      | LiveState
+      | undefined;
+    answerCommits.push({ entries: [...change.entries], live, tasks: [...change.tasks] });
+  });
+  const input = await root.submit({ type: "input", content: "go" });
+  await a.started.promise;
+  const [commit] = answerCommits;
+  const result = commit!.entries.find((e) => e.kind === "pi.tool-result");
+  expect(result).toBeDefined();
+  const toolTasks = commit!.tasks.filter((t) => t.kind === "pi.tool");
+  expect(toolTasks).toHaveLength(1);
+  expect(commit!.live?.tools).toEqual([
+    { callId: "c1", name: "nope", status: "done", entry: result!.id },
+    { callId: "c2", name: "a", taskId: toolTasks[0]!.id, status: "running" },
+    { callId: "c3", name: "b", status: "pending" },
+  ]);
+  a.release.resolve();
+  await b.started.promise;
+  b.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+});

@@ -658,3 +658,44 @@ test("the items a boundary removes from between retained ones are removed so in 
   expect((await run.wait()).status).toBe("done");
   expect((await f3.wait()).status).toBe("done");
 });
+test("a boundary removes its selected items positionally from an inbox of more than ten items: steers at positions past nine leave, the follow-ups around them stay in their order (draw 41b, 5)", async () => {
+  // Draw 41b C: every named boundary worked on an inbox of at most five items; removal positions
+  // ordered as text ("10" before "2", so a removal shifted the next one) passed them all.
+  const tool = gatedTool("hold");
+  const answer = deferred();
+  let n = 0;
+  const { h, root, faux } = await open(
+    async (req) => {
+      n++;
+      if (n === 1)
+        return fauxAssistantMessage([fauxToolCall("hold", {}, { id: "c1" })], { stopReason: "toolUse" });
+      if (n === 2) await answer.promise;
+      return echo(req, n);
+    },
+    { tools: [tool.tool], settings: { steeringMode: "all" } },
+  );
+  const run = await root.submit({ type: "input", content: "go" });
+  await tool.started.promise;
+  // Follow-ups at positions 0, 1, 3..9, 11; steers at 2 and 10.
+  const queued: { id: number; steer: boolean }[] = [];
+  for (let i = 0; i < 12; i++) {
+    const steer = i === 2 || i === 10;
+    const s = await root.submit({
+      type: "input",
+      content: `q${i}`,
+      ...(steer ? { whenBusy: "steer" as const } : {}),
+    });
+    queued.push({ id: s.id, steer });
+  }
+  expect(inboxOf(h).items.map((i) => i.id)).toEqual(queued.map((q) => q.id));
+  tool.release.resolve();
+  await until(() => faux.requests.length === 2, { what: "the continuation's request" });
+  expect(inboxOf(h).items.map((i) => [i.id, i.mode])).toEqual(
+    queued.filter((q) => !q.steer).map((q) => [q.id, "followUp"]),
+  );
+  // Both steers were placed into the run, nothing else.
+  const users = (await transcript(root)).filter((e) => e.kind === "pi.user").map((e) => textOf(messageOf(e)));
+  expect(users).toEqual(["go", "q2", "q10"]);
+  answer.resolve();
+  expect((await run.wait()).status).toBe("done");
+});

@@ -67,6 +67,29 @@ describe("head writes", () => {
     expect(kept).toEqual([1, 2, 3, 4, 6]);
   });
 
+  test("placed at once with a requestId: the stale write's record keeps it, so the same request again returns that record and writes nothing (draw 41b, 15)", async () => {
+    // Draw 41b C: every named stale write had no requestId; a stale record written without the
+    // draft's requestId passed them, and the request sent again was judged anew.
+    const { root } = await open(echo);
+    for (let n = 1; n <= 3; n++) expect((await (await root.submit(note(n))).wait()).status).toBe("done");
+    expect((await (await root.submit(note(4, 3))).wait()).status).toBe("done");
+    const stale = await root.submit({ ...note(5, 2), requestId: "stale-1" });
+    expect(await stale.wait()).toEqual({ status: "unanswered", reason: "stale" });
+    expect(await stale.record()).toEqual({
+      id: stale.id,
+      conversationId: root.id,
+      requestId: "stale-1",
+      type: "write",
+      status: "unanswered",
+      reason: "stale",
+    });
+    const again = await root.submit({ ...note(5, 4), requestId: "stale-1" });
+    expect(again.id).toBe(stale.id);
+    expect(await again.wait()).toEqual({ status: "unanswered", reason: "stale" });
+    const kept = (await transcript(root)).map((e) => (e.data as { n: number }).n);
+    expect(kept).toEqual([1, 2, 3, 4]);
+  });
+
   test("queued at a boundary: a head placed earlier at the same boundary makes a later, older one stale", async () => {
     const hold = gatedTool();
     const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {

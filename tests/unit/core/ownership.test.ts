@@ -24,6 +24,7 @@ import {
   settle,
   single,
   untilAborted,
+  waitsOnOwnedChild,
 } from "./fixtures.ts";
 
 /**
@@ -640,6 +641,128 @@ describe("ownership and stored rows", () => {
     abortGate.resolve();
     expect(outcome(await done(h, id))).toEqual({ status: "failed", error: { message: "gave up" } });
     expect(outcome(await h.getTask(ids.worker!))).toEqual({ status: "aborted", reason: "handler" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("held outcomes and background boundaries", () => {
+  test("a held failed outcome's cancellation stops at a background task in a conversation it owns: the foreground task there is marked, the background one runs on unmarked and completes (draw 41b, 7)", async () => {
+    // Draw 41b C: every held non-completed outcome had only foreground work below it; a cascade from
+    // a held outcome that crossed a background boundary (an abort mark's cascade still stopping
+    // there) passed every ownership, traversal and abort-cascade test.
+    const abortGate = deferred();
+    const bgGate = deferred();
+    const ids: Record<string, TaskId> = {};
+    const worker = single("held-bg-worker", async (_t, _r, signal) => untilAborted(signal), {
+      abort: async (_t, runtime) => {
+        await abortGate.promise;
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "aborted", reason: "handler" },
+        }));
+      },
+    });
+    const background = single("held-bg-background", async (_t, runtime) => {
+      await bgGate.promise;
+      await runtime.commit(() => complete("bg finished"));
+    });
+    type Step = { phase: "spawn" } | { phase: "fail" };
+    const owner = defineTask<null, Step, Json>({
+      name: "held-bg-owner",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            ids.background = tx.createTask(background, null, {
+              ownership: { kind: "conversation" },
+              conversationId: c.id,
+              background: true,
+            });
+            ids.worker = tx.createTask(worker, null, {
+              ownership: { kind: "conversation" },
+              conversationId: c.id,
+            });
+            return { status: "running", checkpoint: { phase: "fail" } };
+          });
+        },
+        fail: async (_t, runtime) => {
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "failed", error: { message: "gave up" } },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    const record = (task: TaskId) => internals(h).session.records.tasks.get(task);
+    await until(() => record(id)?.state.status === "completing", { what: "owner held" });
+    await until(() => record(ids.worker!)?.abortRequested === true, { what: "the foreground task marked" });
+    await settle();
+    expect(record(ids.background!)?.abortRequested).toBe(false);
+    abortGate.resolve();
+    expect(outcome(await done(h, id))).toEqual({ status: "failed", error: { message: "gave up" } });
+    expect(outcome(await h.getTask(ids.worker!))).toEqual({ status: "aborted", reason: "handler" });
+    await settle();
+    expect(record(ids.background!)?.abortRequested).toBe(false);
+    expect(record(ids.background!)?.state.status).not.toBe("terminal");
+    bgGate.resolve();
+    expect(outcome(await done(h, ids.background!))).toEqual({ status: "completed", result: "bg finished" });
+    await engineStillRuns(h);
+    await h.close();
+  });
+});
+
+describe("held outcomes over waiting work", () => {
+  test("a held failed outcome is cancellation intent for a child parked in waiting: the waiting child is marked and leaves its wait for its abort handler, its own child is marked, the owner ends only after both (draw 41b, 7)", async () => {
+    // Draw 41b C: every held non-completed outcome had running work below it; a cascade from a held
+    // outcome that passed over a task parked in `waiting` (an abort mark's cascade still reaching
+    // it) was caught only by tests timing out.
+    const ids: Record<string, TaskId> = {};
+    const waiter = waitsOnOwnedChild("held-waiting-child", parked("held-waiting-leaf"));
+    type Step = { phase: "spawn" } | { phase: "fail" };
+    const owner = defineTask<null, Step, Json>({
+      name: "held-waiting-owner",
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            ids.waiter = tx.createTask(waiter, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+            return { status: "running", checkpoint: { phase: "fail" } };
+          });
+        },
+        fail: async (_t, runtime) => {
+          const record = internals(h).session.records.tasks;
+          await until(() => record.get(ids.waiter!)?.state.status === "waiting", { what: "child waiting" });
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "failed", error: { message: "gave up" } },
+          }));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    });
+    const h = await Harness.open(await memoryStore());
+    const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+    const record = (task: TaskId) => internals(h).session.records.tasks.get(task);
+    await until(() => record(id)?.state.status !== "running" && record(id) !== undefined, {
+      what: "owner finished",
+    });
+    await settle();
+    const leaf = (await h.tasks({ kind: "held-waiting-leaf" }))[0]!;
+    expect(record(id)?.state).toMatchObject({ outcome: { status: "failed" } });
+    expect(record(ids.waiter!)?.abortRequested).toBe(true);
+    expect(outcome(await done(h, id))).toEqual({ status: "failed", error: { message: "gave up" } });
+    expect(outcome(await h.getTask(ids.waiter!))).toEqual({ status: "aborted" });
+    expect((await h.getTask(leaf.id))?.abortRequested).toBe(true);
+    expect(outcome(await h.getTask(leaf.id))).toEqual({ status: "aborted", reason: "handler" });
     await engineStillRuns(h);
     await h.close();
   });
