@@ -6,7 +6,7 @@
  * winning tool or section, and one that renames its target drops it.
  */
 
-import { fauxToolCall } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test } from "vitest";
 import {
@@ -890,6 +890,54 @@ test("a section reads committed documents of the conversation it renders for thr
     expect(faux.requests[3]!.systemPrompt).toBe(
       "<cwd>\n/other\n</cwd>\n\n<agents>\nRead AGENTS.md\n</agents>",
     );
+  }
+});
+
+test("a document a tool changes during a run is read anew through input.read by the run's next request: each preparation of one run reads what is committed then (draw 41b)", async () => {
+  // Draw 41b, 4: every named test changed the document between runs of an idle conversation; reads
+  // kept for the rest of a run (keyed by its inputs) passed them, and sent a stale section to the
+  // requests after a tool round that changed the document.
+  for (const async of [false, true]) {
+    const later = <T>(value: T): T | Promise<T> => (async ? Promise.resolve(value) : value);
+    const bump = defineTool({
+      name: "bump",
+      description: "Count one up",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        await api.commit((tx) => {
+          const step = (tx.readDoc(api.conversationId, "app.step") as { n: number } | undefined)?.n ?? 0;
+          tx.writeDoc(api.conversationId, "app.step", { n: step + 1 });
+        });
+        return textResult("bumped");
+      },
+    });
+    const extensions = createRegistry();
+    extensions.install(
+      defineExtension({
+        name: "steps",
+        tools: [bump],
+        sections: [
+          section("step", (input) => later(String((input.read("app.step") as { n: number } | undefined)?.n))),
+        ],
+      }),
+    );
+    // Two rounds of bump, then an answer: three requests in one run.
+    const { root, faux } = await open(
+      (req) => {
+        const results = req.messages.filter((m) => m.role === "toolResult").length;
+        return results < 2
+          ? fauxAssistantMessage([fauxToolCall("bump", {}, { id: `b${results}` })], { stopReason: "toolUse" })
+          : fauxAssistantMessage("done");
+      },
+      { extensions },
+    );
+    await root.commit((tx) => tx.writeDoc(root.id, "app.step", { n: 0 }));
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+      "<step>\n0\n</step>",
+      "<step>\n1\n</step>",
+      "<step>\n2\n</step>",
+    ]);
   }
 });
 

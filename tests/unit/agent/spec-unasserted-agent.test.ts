@@ -107,6 +107,38 @@ describe("output() (spec §7.3)", () => {
     expect((await (await second.root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
     expect(() => kept[1]!.output("late")).toThrow(/after the call ended/);
   });
+
+  test("throws after a call the engine's close ended too: a wait refused during the close's grace, rethrown by the tool (draw 41b)", async () => {
+    // Draw 41b, 3: the named tests ended calls normally, by an abort, and by a throw of the tool's
+    // own; a call ended by the engine closing under it (HarnessClosed inside the grace, before the
+    // signal fires) leaves through its own branch, and an api that kept taking output there passed.
+    const kept: ToolApi[] = [];
+    const started = deferred();
+    const gate = deferred();
+    const closing = defineTool({
+      name: "closing",
+      description: "Wait once the engine closes",
+      parameters: Type.Object({}),
+      async execute(_args, api) {
+        kept.push(api);
+        api.output("before the close\n");
+        started.resolve();
+        await gate.promise;
+        // Sealed at once, so this rejects with HarnessClosed, before the grace ends and the signal fires.
+        await (await api.conversation(api.conversationId))!.waitForIdle();
+        return textResult("never");
+      },
+    });
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("closing", {}, { id: "c1" })), {
+      tools: [closing],
+    });
+    await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    const closed = h.close({ graceMs: 2_000 });
+    gate.resolve();
+    await closed;
+    expect(() => kept[0]!.output("late")).toThrow(/after the call ended/);
+  });
 });
 
 describe("tool tasks end with { entryId } (spec §8.4)", () => {
