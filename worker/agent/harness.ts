@@ -25,6 +25,7 @@ import { EntryCache } from "./conversation/entries.ts";
 import { abortSubmission, Conversation, configure, Submission } from "./conversation/handles.ts";
 import { admit, type InboxPolicy, type SubmissionDraft, withdraw } from "./conversation/inbox.ts";
 import { createAgentDocs, FORK_INITIAL } from "./conversation/initial-docs.ts";
+import { documentReader } from "./env.ts";
 import { BUILTIN_TASKS, registrationsOf } from "./extensions/hooks.ts";
 import { createRegistry, type ExtensionRegistry, RegistryInvalid } from "./extensions/registry.ts";
 import { taskHookSource } from "./extensions/task-hooks.ts";
@@ -185,7 +186,7 @@ export class AgentHarness extends Harness {
       // No builder, no environment (spec §2.2); an app that wants its workspace passes workspaceEnv(fs).
       env: async (c, signal) =>
         options.env
-          ? await options.env({ conversationId: c, read: (name) => this.docNow(c, name) }, { signal })
+          ? await options.env({ conversationId: c, read: documentReader(this, c) }, { signal })
           : undefined,
       stream: options.stream ?? defaultStream,
       settings: () => resolveSettings(readSettings()),

@@ -8,7 +8,9 @@
 import { expect, test } from "vitest";
 import {
   createRegistry,
+  defineDoc,
   defineExtension,
+  type EnvTarget,
   type Extension,
   MemoryFs,
   section,
@@ -233,4 +235,73 @@ test("an env builder's error after the preparing phase was aborted propagates: n
   expect(await submission.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
   expect(reported).toEqual([]);
   expect(faux.requests).toHaveLength(0);
+});
+
+test("a section's input.read is the spec's DocumentReader: read.snapshot of its own or another conversation, read.snapshotAsOf at an entry, read(name); the env builder's target.read is the same (draw 41b, 4)", async () => {
+  // Draw 41b (D, 4): PromptInput had only `read(name)` of its own conversation, where spec §7.4 gives a
+  // DocumentReader (`snapshot`, `snapshotAsOf`, of any conversation); the env target likewise (§2.2).
+  const Note = defineDoc<{ text: string }>({
+    name: "app.note",
+    history: "rewindable",
+    fork: "asOf",
+    initial: { text: "" },
+  });
+  const seen: unknown[] = [];
+  const targets: unknown[] = [];
+  let otherId = 0;
+  let at = 0;
+  const extensions = createRegistry();
+  extensions.install(
+    defineExtension({
+      name: "reads",
+      sections: [
+        section("reads", async (input) => {
+          if (at === 0) return undefined;
+          seen.push({
+            own: await input.read.snapshot("app.note"),
+            other: await input.read.snapshot("app.note", otherId),
+            absent: await input.read.snapshot("app.absent", otherId),
+            then: await input.read.snapshotAsOf("app.note", at),
+            otherThen: await input.read.snapshotAsOf("app.note", at, input.conversationId),
+            read: input.read("app.note"),
+          });
+          return "read";
+        }),
+      ],
+    }),
+  );
+  const fs = new MemoryFs();
+  const s = await open(echo, {
+    extensions,
+    fs,
+    env: async (target: EnvTarget) => {
+      if (at !== 0)
+        targets.push({
+          other: await target.read.snapshot("app.note", otherId),
+          own: target.read("app.note"),
+        });
+      return { fs };
+    },
+  });
+  const other = await s.h.createConversation({ ownership: { kind: "ownerless" } });
+  otherId = other.id;
+  await other.commit((tx) => Note.write(tx, other.id, { text: "other's" }));
+  await s.root.commit((tx) => Note.write(tx, s.root.id, { text: "first" }));
+  await (await s.root.submit({ type: "input", content: "one" })).wait();
+  at = (await s.root.entries()).at(-1)!.id;
+  await s.root.commit((tx) => Note.write(tx, s.root.id, { text: "second" }));
+  await (await s.root.submit({ type: "input", content: "two" })).wait();
+  expect(seen).toEqual([
+    {
+      own: { text: "second" },
+      other: { text: "other's" },
+      absent: undefined,
+      then: { text: "first" },
+      otherThen: { text: "first" },
+      read: { text: "second" },
+    },
+  ]);
+  expect(targets).toEqual([{ other: { text: "other's" }, own: { text: "second" } }]);
+  // Reading created nothing: the other conversation has no app.absent.
+  expect(await s.h.snapshot(defineDoc({ name: "app.absent", initial: {} }), other.id)).toBeUndefined();
 });

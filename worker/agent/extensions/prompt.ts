@@ -17,6 +17,7 @@
  *   nothing planned.
  */
 import type { ConversationId, EntryEdit, EntryId, Json } from "../../core/types.ts";
+import type { DocumentReader } from "../env.ts";
 import type { SystemRecord } from "../records.ts";
 import type { PromptEnv, PromptSection, ResolvedAgent } from "./types.ts";
 
@@ -24,7 +25,7 @@ export interface RenderInput {
   readonly conversationId: ConversationId;
   readonly env: PromptEnv | undefined;
   readonly shown: Readonly<Record<string, string | null>>;
-  read(name: string): Json | undefined;
+  readonly read: DocumentReader;
 }
 
 /** How the rendering of the desired sections goes wrong or is reported. */

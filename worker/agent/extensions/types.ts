@@ -6,7 +6,7 @@
  */
 import type { AnyTaskDefinition } from "../../core/define.ts";
 import type { ConversationId, Json } from "../../core/types.ts";
-import type { ExecutionEnv } from "../env.ts";
+import type { DocumentReader, ExecutionEnv } from "../env.ts";
 import type { AgentState, ModelRef } from "../records.ts";
 import type { ToolDefinition } from "../tools/contract.ts";
 import type { AgentHooks, HookRegistration } from "./hooks.ts";
@@ -18,7 +18,10 @@ import type { AgentHooks, HookRegistration } from "./hooks.ts";
  */
 export type PromptEnv = ExecutionEnv;
 
-/** What a section's renderer reads: the conversation, its resolved agent, the sections shown so far. */
+/**
+ * What a section's renderer reads (spec §7.4 `PromptInput`): the conversation, its resolved agent,
+ * the environment, the sections shown so far, and committed documents (`read`: env.ts).
+ */
 export interface PromptInput {
   readonly conversationId: ConversationId;
   readonly agent: ResolvedAgent;
@@ -26,8 +29,8 @@ export interface PromptInput {
   readonly env: PromptEnv | undefined;
   /** The sections in effect after replaying the active transcript (stored text, tagged). */
   readonly shown: Readonly<Record<string, string | null>>;
-  /** A committed document of this conversation (undefined when absent). */
-  read(name: string): Json | undefined;
+  /** Committed documents: `read(name)` of this conversation, `read.snapshot`, `read.snapshotAsOf`. */
+  readonly read: DocumentReader;
 }
 
 /** The render call's context: the preparing phase's signal. */

@@ -18,7 +18,7 @@ import type {
 } from "../../core/types.ts";
 import { deriveSystem, replayedSystem } from "../conversation/context.ts";
 import { endRun, type InboxPolicy, settleInputs } from "../conversation/inbox.ts";
-import type { ExecutionEnv } from "../env.ts";
+import { documentReader, type ExecutionEnv } from "../env.ts";
 import { planSystem, type RenderInput, renderSections, renderSectionsNow } from "../extensions/prompt.ts";
 import type { DeferredHandle } from "../models/resolver.ts";
 import {
@@ -225,7 +225,7 @@ function renderInput(
       shown ??= replayed ? { ...replayed } : deriveSystem(entries).sections;
       return shown;
     },
-    read: (name) => services.core.docNow(c, name),
+    read: documentReader(services.core, c),
   };
 }
 
