@@ -6,11 +6,13 @@
 import { describe, expect, test } from "vitest";
 import { internals } from "../../../worker/core/internals.ts";
 import {
+  type ConversationId,
   defineTask,
   Harness,
   type Json,
   type TaskId,
   type TaskRecord,
+  type Tx,
   WaitCycle,
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until, within } from "../../../worker/testing.ts";
@@ -593,40 +595,8 @@ describe("ownership and stored rows", () => {
     // mark reaches), passed every test.
     const abortGate = deferred();
     const ids: Record<string, TaskId> = {};
-    const worker = single("conversation-worker", async (_t, _r, signal) => untilAborted(signal), {
-      abort: async (_t, runtime) => {
-        await abortGate.promise;
-        await runtime.commit(() => ({
-          status: "terminal",
-          outcome: { status: "aborted", reason: "handler" },
-        }));
-      },
-    });
-    type Step = { phase: "spawn" } | { phase: "fail" };
-    const owner = defineTask<null, Step, Json>({
-      name: "failing-conversation-owner",
-      version: 1,
-      initial: () => ({ phase: "spawn" }),
-      phases: {
-        spawn: async (_t, runtime) => {
-          await runtime.commit((tx) => {
-            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-            ids.worker = tx.createTask(worker, null, {
-              ownership: { kind: "conversation" },
-              conversationId: c.id,
-            });
-            return { status: "running", checkpoint: { phase: "fail" } };
-          });
-        },
-        fail: async (_t, runtime) => {
-          await runtime.commit(() => ({
-            status: "terminal",
-            outcome: { status: "failed", error: { message: "gave up" } },
-          }));
-        },
-      },
-      abort: async (_t, runtime) =>
-        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    const owner = failsOverOwnedConversation("failing-conversation", abortGate.promise, (tx, c, worker) => {
+      ids.worker = tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: c });
     });
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
@@ -646,6 +616,50 @@ describe("ownership and stored rows", () => {
   });
 });
 
+/**
+ * A worker parked until aborted whose abort handler waits for `gate`, and a task that makes a
+ * conversation of its own, puts work there (`spawn`, given the transaction, the conversation's id
+ * and the worker) and then fails: its failed outcome is held until that work drains.
+ */
+function failsOverOwnedConversation(
+  prefix: string,
+  gate: Promise<void>,
+  spawn: (tx: Tx, conversationId: ConversationId, worker: ReturnType<typeof single>) => void,
+) {
+  const worker = single(`${prefix}-worker`, async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      await gate;
+      await runtime.commit(() => ({
+        status: "terminal",
+        outcome: { status: "aborted", reason: "handler" },
+      }));
+    },
+  });
+  type Step = { phase: "spawn" } | { phase: "fail" };
+  return defineTask<null, Step, Json>({
+    name: `${prefix}-owner`,
+    version: 1,
+    initial: () => ({ phase: "spawn" }),
+    phases: {
+      spawn: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          spawn(tx, c.id, worker);
+          return { status: "running", checkpoint: { phase: "fail" } };
+        });
+      },
+      fail: async (_t, runtime) => {
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "failed", error: { message: "gave up" } },
+        }));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+}
+
 describe("held outcomes and background boundaries", () => {
   test("a held failed outcome's cancellation stops at a background task in a conversation it owns: the foreground task there is marked, the background one runs on unmarked and completes (draw 41b, 7)", async () => {
     // Draw 41b C: every held non-completed outcome had only foreground work below it; a cascade from
@@ -654,49 +668,17 @@ describe("held outcomes and background boundaries", () => {
     const abortGate = deferred();
     const bgGate = deferred();
     const ids: Record<string, TaskId> = {};
-    const worker = single("held-bg-worker", async (_t, _r, signal) => untilAborted(signal), {
-      abort: async (_t, runtime) => {
-        await abortGate.promise;
-        await runtime.commit(() => ({
-          status: "terminal",
-          outcome: { status: "aborted", reason: "handler" },
-        }));
-      },
-    });
     const background = single("held-bg-background", async (_t, runtime) => {
       await bgGate.promise;
       await runtime.commit(() => complete("bg finished"));
     });
-    type Step = { phase: "spawn" } | { phase: "fail" };
-    const owner = defineTask<null, Step, Json>({
-      name: "held-bg-owner",
-      version: 1,
-      initial: () => ({ phase: "spawn" }),
-      phases: {
-        spawn: async (_t, runtime) => {
-          await runtime.commit((tx) => {
-            const c = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-            ids.background = tx.createTask(background, null, {
-              ownership: { kind: "conversation" },
-              conversationId: c.id,
-              background: true,
-            });
-            ids.worker = tx.createTask(worker, null, {
-              ownership: { kind: "conversation" },
-              conversationId: c.id,
-            });
-            return { status: "running", checkpoint: { phase: "fail" } };
-          });
-        },
-        fail: async (_t, runtime) => {
-          await runtime.commit(() => ({
-            status: "terminal",
-            outcome: { status: "failed", error: { message: "gave up" } },
-          }));
-        },
-      },
-      abort: async (_t, runtime) =>
-        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    const owner = failsOverOwnedConversation("held-bg", abortGate.promise, (tx, c, worker) => {
+      ids.background = tx.createTask(background, null, {
+        ownership: { kind: "conversation" },
+        conversationId: c,
+        background: true,
+      });
+      ids.worker = tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: c });
     });
     const h = await Harness.open(await memoryStore());
     const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
