@@ -261,8 +261,8 @@ test("a section's input.read is the spec's DocumentReader: read.snapshot of its 
             own: await input.read.snapshot("app.note"),
             other: await input.read.snapshot("app.note", otherId),
             absent: await input.read.snapshot("app.absent", otherId),
-            then: await input.read.snapshotAsOf("app.note", at),
-            otherThen: await input.read.snapshotAsOf("app.note", at, input.conversationId),
+            asOf: await input.read.snapshotAsOf("app.note", at),
+            asOfNamed: await input.read.snapshotAsOf("app.note", at, input.conversationId),
             read: input.read("app.note"),
           });
           return "read";
@@ -296,8 +296,8 @@ test("a section's input.read is the spec's DocumentReader: read.snapshot of its 
       own: { text: "second" },
       other: { text: "other's" },
       absent: undefined,
-      then: { text: "first" },
-      otherThen: { text: "first" },
+      asOf: { text: "first" },
+      asOfNamed: { text: "first" },
       read: { text: "second" },
     },
   ]);
