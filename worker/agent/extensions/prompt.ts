@@ -16,7 +16,7 @@
  *   every retained pi.system entry; only when there is nothing to omit and nothing to state is
  *   nothing planned.
  */
-import type { ConversationId, EntryEdit, EntryId, Json } from "../../core/types.ts";
+import type { ConversationId, EntryEdit, EntryId } from "../../core/types.ts";
 import type { DocumentReader } from "../env.ts";
 import type { SystemRecord } from "../records.ts";
 import type { PromptEnv, PromptSection, ResolvedAgent } from "./types.ts";

@@ -5,7 +5,7 @@
  * a wrapper returns a new object and never mutates its input.
  */
 import type { AnyTaskDefinition } from "../../core/define.ts";
-import type { ConversationId, Json } from "../../core/types.ts";
+import type { ConversationId } from "../../core/types.ts";
 import type { DocumentReader, ExecutionEnv } from "../env.ts";
 import type { AgentState, ModelRef } from "../records.ts";
 import type { ToolDefinition } from "../tools/contract.ts";
