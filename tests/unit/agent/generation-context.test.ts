@@ -120,6 +120,43 @@ describe("deriveContext", () => {
     expect(empty.systemPrompt).toBe("You help.");
   });
 
+  test("an edit of a system entry applies as to any entry: its replacement's sections and tools replay in the entry's place, an omitted one sets nothing (draw 41c)", () => {
+    // Spec §2.1 rules 4 and 6: the newest edit per target wins, whatever the target. Draw 41cA: a
+    // replay that took a system entry's own record over its replace edit passed every test (each
+    // edit targeted a user or assistant entry; head rebaselines only omit system entries).
+    const first = system({
+      sections: { base: "You help.", style: "Be terse." },
+      toolsAdded: ["read", "write"],
+    });
+    const second = system({ sections: { extra: "Cite files." }, toolsAdded: ["grep"] });
+    const edit = (edits: NonNullable<EntryRecord["edits"]>): EntryRecord => {
+      const { model: _model, ...base } = entry("app.edit", {});
+      return { ...base, edits };
+    };
+    const replacement = [
+      {
+        role: "system",
+        content: "",
+        timestamp: 1,
+        sections: { base: "You help, briefly." },
+        toolsAdded: ["read"],
+      },
+    ];
+    const q = user("q");
+    const derived = deriveContext([
+      first,
+      q,
+      second,
+      edit([{ target: first.id, action: "replace", messages: replacement as never }]),
+    ]);
+    expect(derived.sections).toEqual({ base: "You help, briefly.", extra: "Cite files." });
+    expect(derived.tools).toEqual(["read", "grep"]);
+    expect(derived.systemPrompt).toBe("You help, briefly.\n\nCite files.");
+    const view = contextView([first, q, second, edit([{ target: second.id, action: "omit" }])]);
+    expect(view.sections).toEqual({ base: "You help.", style: "Be terse." });
+    expect(view.tools).toEqual(["read", "write"]);
+  });
+
   test("model-less entries contribute no message", () => {
     const note: EntryRecord = { id: ++nextId, conversationId: 1, kind: "app.note", data: "for the UI" };
     expect(deriveContext([user("q"), note, assistant("a")]).messages.map((m) => m.role)).toEqual([

@@ -560,6 +560,49 @@ describe("submissions", () => {
     await other.waitForIdle();
   });
 
+  test("a tool's conversation handle's wait settles as the record does: done with the answer, unanswered with its reason and detail (draw 41c)", async () => {
+    // Draw 41cA: the handle's path (tools/handle.ts) builds its own settlement; one that dropped an
+    // unanswered record's detail passed every test, each of which read detail from Submission.wait.
+    const settlements: unknown[] = [];
+    const ids: number[] = [];
+    let otherId = 0;
+    const poke = defineTool({
+      name: "poke",
+      description: "submits to the other conversation and waits for each settlement",
+      parameters: Type.Object({}),
+      execute: async (_args, api) => {
+        const handle = api.conversation(otherId)!;
+        for (const content of ["answer me", "fail"]) {
+          const sub = await handle.submit({ content });
+          ids.push(sub.id);
+          settlements.push(await sub.wait());
+        }
+        return textResult("poked");
+      },
+    });
+    const { h, root } = await open(
+      (req) => {
+        const first = textOf(req.messages[0]!);
+        const latest = req.messages.filter((m) => m.role === "user").at(-1)!;
+        if (textOf(latest) === "fail") return fauxError("400 invalid request");
+        return req.messages.some((m) => m.role === "assistant") || first !== "go"
+          ? fauxAssistantMessage("done")
+          : fauxAssistantMessage([fauxToolCall("poke", {}, { id: "call-1" })], { stopReason: "toolUse" });
+      },
+      { tools: [poke] },
+    );
+    const other = await h.createConversation({ ownership: { kind: "ownerless" } });
+    otherId = other.id;
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const [answered, failed] = await Promise.all(ids.map((id) => h.submissionRecord(id)));
+    expect(answered).toMatchObject({ status: "done", answer: expect.any(Number) });
+    expect(failed).toMatchObject({ status: "unanswered", reason: "model_error", detail: expect.any(String) });
+    expect(settlements).toEqual([
+      { status: "done", answer: answered!.answer },
+      { status: "unanswered", reason: "model_error", detail: failed!.detail },
+    ]);
+  });
+
   test("a tool's conversation handle takes UserInput as given: content parts, text only or with an image, are stored and sent as parts, a string as a string (draw 37b)", async () => {
     // Draw 37bA: the handle's path (tools/handle.ts) builds its own draft; one that joined text-only
     // parts into one string passed model-ref's UserInput test, which submits through Conversation.submit.
