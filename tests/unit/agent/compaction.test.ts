@@ -1165,6 +1165,32 @@ describe("Conversation.compact()", () => {
     expect(usage()).toBe(spentBefore);
     expect(summaries).toBe(1);
   });
+  test("a compaction sleeping out a summary's backoff does not make the conversation busy either: an input with whenBusy reject is placed at once and answered (draw 41c)", async () => {
+    // Draw 41c: the named busy test reads busy while the summary is awaited; a conversation taken as
+    // busy while a compaction waits in its retry phase passed every compaction test.
+    let summaries = 0;
+    const responder: FauxResponder = (req, n) =>
+      isSummary(req) && ++summaries === 1 ? fauxError("503 Service Unavailable") : echoOrSummary(req, n);
+    const clock = { now: 1_000_000 };
+    const { h, root } = await open(responder, {
+      settings: { compaction: { keepRecentTokens: 150 }, retry: { baseDelayMs: 60_000 } },
+      now: () => clock.now,
+    });
+    await chat(root, 3);
+    const taskId = await root.compact();
+    const phase = async () =>
+      ((await h.getTask(taskId))?.state as { checkpoint?: { phase?: string } } | undefined)?.checkpoint
+        ?.phase;
+    await expect.poll(phase).toBe("retry");
+    expect(root.busy).toBe(false);
+    const sub = await root.submit({ type: "input", content: "meanwhile", whenBusy: "reject" });
+    expect((await sub.record()).status).toBe("placed");
+    expect((await sub.wait()).status).toBe("done");
+    expect(await phase()).toBe("retry");
+    await root.abort();
+    expect((await h.waitForTask(taskId)).state).toMatchObject({ outcome: { status: "aborted" } });
+  });
+
   test("a reset placed while summarizing makes the summary stale", async () => {
     const { h, root, gate, taskId } = await compactionInFlight();
     await (await root.reset()).wait();

@@ -345,6 +345,36 @@ describe("incarnations (spec §3.2)", () => {
     ]);
     expect(await h.doc(1, "blink")).toBeUndefined();
   });
+
+  test("a creation retired and written again in the same commit is two incarnations: the second takes a new id, never the first's, for a conversation and a session document (draw 41c)", async () => {
+    // Draw 41c: every named retire + recreate retired an incarnation made in an earlier commit; a
+    // recreation that took back the id of one created and retired in its own commit passed them all.
+    const store = await memoryStore();
+    const h = await open(store);
+    for (const [scope, kind, scopeName] of [
+      [1, "blink", "conversation"],
+      [SESSION_DOCS, "flash", "session"],
+    ] as Array<[DocScope, string, string]>) {
+      const made = await h.transaction((tx) => {
+        tx.writeDoc(scope, kind, { n: 1 });
+        const first = tx.docRecord(scope, kind)!.id;
+        tx.retireDoc(scope, kind);
+        tx.writeDoc(scope, kind, { n: 2 });
+        const second = tx.docRecord(scope, kind)!.id;
+        // Read in the commit: the store would also refuse a second record with the first's id.
+        expect(second).not.toBe(first);
+        return { first, second, at: note(tx, 1, kind) };
+      });
+      expect(made.second).not.toBe(made.first);
+      expect(made.second).toBeGreaterThan(made.first);
+      expect(await stored(store, kind)).toEqual([
+        { id: made.first, scope: scopeName, createdAt: made.at, retiredAt: made.at },
+        { id: made.second, scope: scopeName, createdAt: made.at, retiredAt: undefined },
+      ]);
+      expect(await h.docRecord(scope, kind)).toMatchObject({ id: made.second });
+      expect(await h.doc(scope, kind)).toEqual({ n: 2 });
+    }
+  });
 });
 
 describe("scopes (spec §3.1-3.2)", () => {

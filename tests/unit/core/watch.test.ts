@@ -768,6 +768,74 @@ test("a commit that lands after a watch's mount has read its snapshot, before th
   await watch.stop();
 });
 
+test("the paged mount (the tab's watch) hydrates atomically too: a commit that lands while its snapshot is read, or after the read before it is ready, is in the value or in a frame exactly once (draw 41c)", async () => {
+  // Draw 41c: the named races mount the plain view; a paged mount that took its read point after
+  // its snapshot read (so a commit settled meanwhile was neither read nor replayed) passed them all.
+  for (const when of ["during", "after"] as const) {
+    const { h, root } = await open(echo);
+    const notes = (value: { entries: ReadonlyArray<{ data?: unknown }> }) =>
+      value.entries.map((e) => (e.data as { n: number }).n);
+    await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+    const store = internals(h).session.store;
+    const read = store.read.bind(store);
+    let holdNext = true;
+    store.read = (async (work: Parameters<typeof read>[0]) => {
+      if (holdNext && when === "during") {
+        holdNext = false;
+        await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+        return read(work);
+      }
+      const result = await read(work);
+      if (holdNext) {
+        holdNext = false;
+        await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+      }
+      return result;
+    }) as typeof store.read;
+    const watch = await h.pageMount(root.id).watch();
+    store.read = read;
+    await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 3 } } })).wait();
+    const seen: number[][] = [];
+    watch.start((f) => void seen.push(notes(f.value)));
+    await until(() => seen.at(-1)?.at(-1) === 3, { what: `the frame of note 3 (${when})` });
+    expect(notes(watch.value)).toEqual([1, 2, 3]);
+    expect(seen.at(-1)).toEqual([1, 2, 3]);
+    await watch.stop();
+  }
+});
+
+test("two commits that land after a watch's mount has read its snapshot, before it is ready, are each in a frame once, in order, the plain mount's and the paged one's (draw 41c)", async () => {
+  // Draw 41c: the named races land one commit in the mount's window; a mount that replayed only the
+  // last commit it buffered there passed them all.
+  for (const paged of [false, true]) {
+    const { h, root } = await open(echo);
+    const notes = (value: { entries: ReadonlyArray<{ data?: unknown }> }) =>
+      value.entries.map((e) => (e.data as { n: number }).n);
+    await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+    const store = internals(h).session.store;
+    const read = store.read.bind(store);
+    let holdNext = true;
+    store.read = (async (work: Parameters<typeof read>[0]) => {
+      const result = await read(work);
+      if (holdNext) {
+        holdNext = false;
+        for (const n of [2, 3])
+          await (await root.submit({ type: "write", entry: { kind: "note", data: { n } } })).wait();
+      }
+      return result;
+    }) as typeof store.read;
+    const watch = paged ? await h.pageMount(root.id).watch() : await root.watch();
+    store.read = read;
+    await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 4 } } })).wait();
+    const seen: number[][] = [];
+    watch.start((f) => void seen.push(notes(f.value)));
+    await until(() => seen.at(-1)?.at(-1) === 4, { what: `the frame of note 4 (paged: ${paged})` });
+    expect(notes(watch.value)).toEqual([1, 2, 3, 4]);
+    expect(seen.at(-1)).toEqual([1, 2, 3, 4]);
+    await watch.stop();
+  }
+});
+
 test("one commit that touches the conversation is one frame: its entries appended together, then its documents", async () => {
   const { h, root } = await open(echo);
   const watch = await root.watch();
