@@ -912,12 +912,16 @@ function countingTask(o: {
   last: number;
   log: string[];
   at: (n: number) => void;
+  migrate?: true;
 }) {
   type Step = { phase: "go"; n: number };
   return defineTask<null, Step, Json>({
     name: o.name,
     version: o.version,
     initial: () => ({ phase: "go", n: 1 }),
+    ...(o.migrate
+      ? { migrate: (_input: Json, checkpoint: Json) => ({ input: null, checkpoint: checkpoint as Step }) }
+      : {}),
     phases: {
       go: async (task, runtime) => {
         const n = (task.state as { checkpoint: Step }).checkpoint.n;
@@ -1370,6 +1374,47 @@ describe("the task runtime", () => {
     expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "B" });
     expect(log).toEqual(["B:1", "B:2", "B:3"]);
     const unfit = reports.filter((r) => r.includes("swap-older"));
+    expect(unfit).toHaveLength(1);
+    expect(unfit[0]).toMatch(/version 1 cannot take over .* of version 2/);
+    await h.close();
+  });
+  test("an older version with migrate cannot reserve either: the task runs on under its definition, never handed over to be blocked, and the engine reports it once (draw 41c)", async () => {
+    // Draw 41c: the older replacement of the test above has no migrate; a handover to any other
+    // version with migrate (an older one too, which the reservation then blocks task_too_old) passed it.
+    const log: string[] = [];
+    const reports: string[] = [];
+    let h!: Harness;
+    const original = countingTask({
+      name: "swap-older-migrate",
+      label: "B",
+      version: 2,
+      last: 3,
+      log,
+      at: (n) =>
+        n === 1
+          ? h.registry.register(
+              countingTask({
+                name: "swap-older-migrate",
+                label: "A",
+                version: 1,
+                last: 3,
+                log,
+                at: () => undefined,
+                migrate: true,
+              }),
+            )
+          : undefined,
+    });
+    h = await Harness.open(await memoryStore(), {
+      tasks: [original],
+      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    });
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    await until(() => log.length === 3 || blocked(h).length > 0, { what: "the task ended or blocked" });
+    expect(blocked(h)).toEqual([]);
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "B" });
+    expect(log).toEqual(["B:1", "B:2", "B:3"]);
+    const unfit = reports.filter((r) => r.includes("swap-older-migrate"));
     expect(unfit).toHaveLength(1);
     expect(unfit[0]).toMatch(/version 1 cannot take over .* of version 2/);
     await h.close();

@@ -694,7 +694,7 @@ test("a cancelled task living in a task-owned conversation: the cascade starts b
  * `faulted` (its phase throws) while a run there holds it: the cascade reaches that conversation
  * like an abort mark, withdrawing its queued input and keeping its queued write.
  */
-async function heldOutcomeReachesOwned(end: "failed" | "faulted"): Promise<void> {
+async function heldOutcomeReachesOwned(end: "failed" | "faulted" | "aborted"): Promise<void> {
   const finish = deferred();
   const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
     name: `${end}-owner`,
@@ -710,10 +710,16 @@ async function heldOutcomeReachesOwned(end: "failed" | "faulted"): Promise<void>
       hold: async (_t, runtime) => {
         await finish.promise;
         if (end === "faulted") throw new Error("a bug in the phase");
-        await runtime.commit(() => ({
-          status: "terminal",
-          outcome: { status: "failed", error: { message: "gave up" } },
-        }));
+        if (end === "aborted")
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "aborted", reason: "gave up" },
+          }));
+        else
+          await runtime.commit(() => ({
+            status: "terminal",
+            outcome: { status: "failed", error: { message: "gave up" } },
+          }));
       },
     },
     abort: async (_t, runtime) =>
@@ -753,6 +759,12 @@ test("a held faulted outcome reaches the conversations its task owns like an abo
   // Draw 35c: the named tests hold an abort mark or a failed outcome; a cascade reaching the
   // conversations of failed holders only (not faulted ones) passed them.
   await heldOutcomeReachesOwned("faulted");
+});
+
+test("a held aborted outcome its own phase committed reaches the conversations its task owns like an abort mark too: their queued inputs are withdrawn, queued writes stay (draw 41c)", async () => {
+  // Draw 41c: the named tests hold an abort mark, a failed or a faulted outcome; a cascade reaching
+  // the conversations of those holders only (an aborted outcome a phase committed left out) passed them.
+  await heldOutcomeReachesOwned("aborted");
 });
 
 test("a held completed outcome is no cancellation intent for the conversations its task owns: their run finishes unmarked and their queued input stays queued, then is answered (draw 36b)", async () => {
