@@ -769,6 +769,12 @@ describe("selection in pi.agent", () => {
     extensions.install({ name: "d", tools: [tool("delta")] });
     extensions.install(b);
     extensions.uninstall("d");
+    // An extension that carries a task definition, installed, reinstalled and uninstalled (draw 41c:
+    // every install above carried tools and sections only; a harness committing when a publication
+    // registers a task definition passed).
+    extensions.install({ name: "e", tools: [tool("epsilon")], tasks: [single("e.job", async () => {})] });
+    extensions.install({ name: "e", tasks: [single("e.job", async () => {})] });
+    extensions.uninstall("e");
     await h.transaction((tx) => tx.writeDoc(root.id, "app.marker", { n: 1 }));
     expect(published).toHaveLength(1);
     stop();

@@ -16,6 +16,7 @@ import {
   defineExtension,
   defineTool,
   type LiveState,
+  type ToolResult,
   textResult,
 } from "../../../worker/index.ts";
 import { deferred, memoryStore, until } from "../../../worker/testing.ts";
@@ -399,6 +400,58 @@ test("does not re-bound retained output when an unchanged result outlives the to
   const [result] = await toolResults(root);
   expect(messageOf(result!).content).toContainEqual({ type: "text", text: "durable\n" });
   expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+});
+
+test("does not re-bound retained output when the tool was uninstalled: an unchanged result keeps its execution's wider bounds, not the defaults, with an onAbort chain and without one (draw 41c)", async () => {
+  // 2,500 lines: within the tool's own 5,000, past the default 2,000.
+  const text = Array.from({ length: 2500 }, (_, i) => `line ${i + 1}\n`).join("");
+  const abortUninstalled = async (
+    onAbort: Array<(call: unknown, result: ToolResult) => ToolResult | undefined>,
+  ) => {
+    const started = deferred();
+    const wide = defineTool({
+      name: "wide",
+      description: "Prints 2,500 lines durably, then works until aborted",
+      parameters: Type.Object({}),
+      outputLimits: { maxLines: 5000 },
+      async execute(_args, api) {
+        api.output(text);
+        started.resolve();
+        await new Promise((_, reject) =>
+          api.signal.addEventListener("abort", () => reject(api.signal.reason)),
+        );
+        return textResult("never");
+      },
+    });
+    const extensions = createRegistry();
+    extensions.install(defineExtension({ name: "tooling", tools: [wide] }));
+    const { h, root } = await open(callsThenAnswer(fauxToolCall("wide", {}, { id: "c1" })), {
+      extensions,
+      settings: { outputIntervalMs: 1 },
+      ...(onAbort.length > 0 ? { hooks: { onAbort } } : {}),
+    });
+    const input = await root.submit({ type: "input", content: "go" });
+    await started.promise;
+    await until(() => liveOf(h).tools?.[0]?.output === text, { what: "the output stored" });
+    // The tool no longer resolves: a replacement would get the default bounds, the retained output not.
+    extensions.uninstall("tooling");
+    const [task] = await h.tasks({ kind: "pi.tool" });
+    expect(await h.abortTask(task!.id)).toBe("marked");
+    expect((await input.wait()).status).toBe("done");
+    const [result] = await toolResults(root);
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["aborted"]);
+    return messageOf(result!).content as Array<{ type: string; text?: string }>;
+  };
+  // The chain leaves the result unchanged (one hook returns nothing, the next what it was given),
+  // and a conversation with no onAbort hook at all: the retained output whole, then the harness's
+  // diagnostics block alone.
+  for (const onAbort of [[() => undefined, (_call: unknown, result: ToolResult) => result], []]) {
+    const content = await abortUninstalled(onAbort);
+    expect(content[0]).toEqual({ type: "text", text });
+    expect(content.slice(1).map((b) => b.text)).toEqual([
+      "<harness>\n[error] the tool call was aborted\n</harness>",
+    ]);
+  }
 });
 
 test("settles an abort even when the tool was uninstalled, using default content bounds", async () => {

@@ -301,6 +301,43 @@ describe("tool output", () => {
     );
     expect(outcomes.sort()).toEqual(["completed", "failed"]);
   });
+
+  test("a tool that throws a value that is not an Error (a string, undefined) still gives a tool_error result and a failed task (draw 41c)", async () => {
+    const thrower = (name: string, value: unknown) =>
+      defineTool({
+        name,
+        description: "Throws a value that is not an Error",
+        parameters: Type.Object({}),
+        execute: async () => {
+          throw value;
+        },
+      });
+    const { h, root } = await open(
+      callsThenAnswer(
+        fauxToolCall("words", {}, { id: "call-1" }),
+        fauxToolCall("nothing", {}, { id: "call-2" }),
+      ),
+      { tools: [thrower("words", "kaput as text"), thrower("nothing", undefined)] },
+    );
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const results = await toolResults(root);
+    expect(results).toHaveLength(2);
+    for (const entry of results) {
+      expect(messageOf(entry)).toMatchObject({ isError: true });
+      expect(diagnosticsOf(entry).map((d) => d.code)).toEqual(["tool_error"]);
+    }
+    const words = results.find((e) => (messageOf(e) as { toolName?: string }).toolName === "words")!;
+    expect(textOf(messageOf(words))).toContain("kaput as text");
+    const tools = await h.tasks({ kind: "pi.tool" });
+    const outcomes = tools.map((t) =>
+      t.state.status === "terminal" ? t.state.outcome.status : t.state.status,
+    );
+    expect(outcomes).toEqual(["failed", "failed"]);
+    for (const t of tools) {
+      const outcome = (t.state as { outcome?: { result?: { entryId?: number } } }).outcome;
+      expect(results.map((e) => e.id)).toContain(outcome?.result?.entryId);
+    }
+  });
 });
 
 describe("recovery of an interrupted call", () => {
