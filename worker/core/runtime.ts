@@ -59,6 +59,11 @@ export class Invocation {
   #finished = false;
   /** Whether this invocation reported its definition gone from the registry (spec §5.4: once). */
   #missingReported = false;
+  /**
+   * The registered definitions that could not take this invocation's task over: each reported once
+   * by this invocation (spec §5.4, once per resolved definition), so every task that meets one is named.
+   */
+  #unfitReported: WeakSet<AnyTaskDefinition> | undefined;
   readonly runtime: TaskRuntime;
   #resumed: boolean;
 
@@ -261,8 +266,9 @@ export class Invocation {
         replacement.version === t.version ||
         (replacement.version > t.version && replacement.migrate !== undefined);
       if (canReserve) return { kind: "handover" };
-      if (!this.scheduler.unfitReplacements.has(replacement)) {
-        this.scheduler.unfitReplacements.add(replacement);
+      this.#unfitReported ??= new WeakSet();
+      if (!this.#unfitReported.has(replacement)) {
+        this.#unfitReported.add(replacement);
         this.scheduler.report(
           new Error(
             `${t.kind} version ${replacement.version} cannot take over task ${t.id} of version ${t.version} (${

@@ -83,8 +83,6 @@ interface Start {
 }
 
 export class Scheduler {
-  /** Registered definitions that could not take over a running task: reported once each (spec §5.4). */
-  readonly unfitReplacements = new WeakSet<AnyTaskDefinition>();
   readonly active = new Map<TaskId, Invocation>();
   readonly blocked = new Map<TaskId, Blocked>();
   /** Faults the scheduler wrote for unreadable records, with their diagnostics. */

@@ -1309,6 +1309,52 @@ describe("the task runtime", () => {
     expect(reports.find((r) => r.includes("swap-unfit"))).toMatch(/version 2 .*no migrate/);
     await h.close();
   });
+  test("two tasks meeting the same unfit definition: each invocation reports it once, naming its own task, and both run on under their definition (draw 41c)", async () => {
+    // Draw 41c (C, 9): the engine kept one set of reported definitions for the whole scheduler, so the
+    // second task's invocation that met the same unfit definition reported nothing; spec §5.4 has the
+    // invocation report once per resolved definition, and the report names the task.
+    const reports: string[] = [];
+    const gate = deferred();
+    type TwoPhases = { phase: "one" } | { phase: "two" } | { phase: "three" };
+    let h!: Harness;
+    const make = (version: number) =>
+      defineTask<null, TwoPhases, Json>({
+        name: "swap-unfit-shared",
+        version,
+        initial: () => ({ phase: "one" }),
+        phases: {
+          one: async (_t, runtime) => {
+            await gate.promise;
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
+          },
+          two: async (_t, runtime) => {
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "three" } }));
+          },
+          three: async (_t, runtime) => {
+            await runtime.commit(() => complete(`v${version}`));
+          },
+        },
+      });
+    const original = make(1);
+    h = await Harness.open(await memoryStore(), {
+      tasks: [original],
+      onReport: (e) => reports.push(e instanceof Error ? e.message : String(e)),
+    });
+    const first = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    const second = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    await until(() => h.inspect().tasks.filter((t) => t.state.kind === "running").length === 2, {
+      what: "both tasks run",
+    });
+    h.registry.register(make(2));
+    gate.resolve();
+    expect(outcome(await done(h, first))).toEqual({ status: "completed", result: "v1" });
+    expect(outcome(await done(h, second))).toEqual({ status: "completed", result: "v1" });
+    const unfit = reports.filter((r) => r.includes("swap-unfit-shared"));
+    expect(unfit).toHaveLength(2);
+    expect(unfit.some((r) => r.includes(`task ${first} `))).toBe(true);
+    expect(unfit.some((r) => r.includes(`task ${second} `))).toBe(true);
+    await h.close();
+  });
   test("a replacement gone from the registry, then two unfit ones: the task runs on under its definition, each unfit definition reported once", async () => {
     const { result, log, reports } = await runUnderSwaps("swap-gone", {
       1: (h) => h.registry.unregister("swap-gone"),
