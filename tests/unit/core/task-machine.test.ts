@@ -1334,6 +1334,8 @@ describe("the task runtime", () => {
             await runtime.commit(() => complete(`v${version}`));
           },
         },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
       });
     const original = make(1);
     h = await Harness.open(await memoryStore(), {
