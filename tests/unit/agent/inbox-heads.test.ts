@@ -24,6 +24,28 @@ const note = (n: number, head?: number) => ({
   entry: { kind: "app.note", data: { n }, model: [], ...(head !== undefined ? { head } : {}) },
 });
 
+/** The texts of a request's user messages, in order. */
+const userTexts = (messages: readonly { role: string }[]) =>
+  messages.filter((m) => m.role === "user").map((m) => textOf(m as never));
+
+/**
+ * A run held inside its first round: the model's first answer calls the gated `hold` tool (the input
+ * "go"), later answers echo the user texts; resolves once the tool is running.
+ */
+async function heldAtTool() {
+  const hold = gatedTool();
+  const responder: FauxResponder = (req) => {
+    const texts = userTexts(req.messages);
+    return texts.at(-1) === "go" && !req.messages.some((m) => m.role === "assistant")
+      ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" })
+      : fauxAssistantMessage(`echo: ${texts.join(" | ")}`);
+  };
+  const s = await open(responder, { tools: [hold.tool] });
+  const run = await s.root.submit({ type: "input", content: "go" });
+  await hold.started.promise;
+  return { ...s, hold, run };
+}
+
 /**
  * A harness on `faux` (partials every 5 ms) whose root was asked "go" and is streaming its answer
  * (a partial committed): the harness, the root and that submission.
@@ -224,9 +246,6 @@ describe("head writes", () => {
 });
 
 describe("reset", () => {
-  const userTexts = (messages: readonly { role: string }[]) =>
-    messages.filter((m) => m.role === "user").map((m) => textOf(m as never));
-
   test("idle: the reset is placed at once and the next request starts from its handoff", async () => {
     const { root, faux } = await open(echo);
     await (await root.submit({ type: "input", content: "first" })).wait();
@@ -320,16 +339,7 @@ describe("reset", () => {
   });
 
   test("a user item queued before a reset lands after it: the reset is placed first and the input runs in the new context", async () => {
-    const hold = gatedTool();
-    const responder: FauxResponder = (req) => {
-      const texts = userTexts(req.messages);
-      return texts.at(-1) === "go" && !req.messages.some((m) => m.role === "assistant")
-        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" })
-        : fauxAssistantMessage(`echo: ${texts.join(" | ")}`);
-    };
-    const { root, faux } = await open(responder, { tools: [hold.tool] });
-    const run = await root.submit({ type: "input", content: "go" });
-    await hold.started.promise;
+    const { root, faux, hold, run } = await heldAtTool();
     const placedAt = (await run.record()).entry;
     expect(placedAt).toEqual(expect.any(Number));
     // Queued first, the reset after it: ID order alone would place the input before the reset.
@@ -359,16 +369,7 @@ describe("reset", () => {
   test("a steer queued before a head write that is no reset is placed after it at the post-tools boundary and joins the run, never stale", async () => {
     // Draw 32C: the named tests build resets (which end the run) and a summary at a final boundary;
     // a post-tools boundary answering `stale` the steers queued before a head write it placed passed.
-    const hold = gatedTool();
-    const responder: FauxResponder = (req) => {
-      const texts = userTexts(req.messages);
-      return texts.at(-1) === "go" && !req.messages.some((m) => m.role === "assistant")
-        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" })
-        : fauxAssistantMessage(`echo: ${texts.join(" | ")}`);
-    };
-    const { root, faux } = await open(responder, { tools: [hold.tool] });
-    const run = await root.submit({ type: "input", content: "go" });
-    await hold.started.promise;
+    const { root, faux, hold, run } = await heldAtTool();
     const [go] = await transcript(root);
     const steer = await root.submit({ type: "input", content: "also", whenBusy: "steer" });
     const cut = await root.submit(note(1, go!.id));
@@ -396,16 +397,7 @@ describe("reset", () => {
   test("several user items queued before a reset each outlive it: a follow-up the reset's boundary does not select stays queued and runs later, never stale (draw 32b)", async () => {
     // Draw 32b: a boundary that placed a head answering `stale` the user items it left queued passed
     // every named test; each queued one item per mode, which the boundary always selects.
-    const hold = gatedTool();
-    const responder: FauxResponder = (req) => {
-      const texts = userTexts(req.messages);
-      return texts.at(-1) === "go" && !req.messages.some((m) => m.role === "assistant")
-        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" })
-        : fauxAssistantMessage(`echo: ${texts.join(" | ")}`);
-    };
-    const { h, root, faux } = await open(responder, { tools: [hold.tool] });
-    const run = await root.submit({ type: "input", content: "go" });
-    await hold.started.promise;
+    const { h, root, faux, hold, run } = await heldAtTool();
     // Two follow-ups (one at a time by default) and a steer, all queued before the reset.
     const first = await root.submit({ type: "input", content: "first", whenBusy: "followUp" });
     const second = await root.submit({ type: "input", content: "second", whenBusy: "followUp" });
@@ -479,16 +471,7 @@ describe("reset", () => {
   });
 
   test("busy: at the post-tools boundary it ends the run (inputs unanswered: reset); queued users start over", async () => {
-    const hold = gatedTool();
-    const responder: FauxResponder = (req) => {
-      const texts = userTexts(req.messages);
-      return texts.at(-1) === "go" && !req.messages.some((m) => m.role === "assistant")
-        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" })
-        : fauxAssistantMessage(`echo: ${texts.join(" | ")}`);
-    };
-    const { root, faux } = await open(responder, { tools: [hold.tool] });
-    const run = await root.submit({ type: "input", content: "go" });
-    await hold.started.promise;
+    const { root, faux, hold, run } = await heldAtTool();
     const reset = await root.reset("handoff");
     const later = await root.submit({ type: "input", content: "after", whenBusy: "followUp" });
     hold.release.resolve();
@@ -504,16 +487,7 @@ describe("reset", () => {
     // Draw 41: every named test queued its reset through reset() (kind pi.reset); a boundary that took
     // only that kind for a reset (placing another head: self write as an ordinary postTools write and
     // generating on) passed them.
-    const hold = gatedTool();
-    const responder: FauxResponder = (req) => {
-      const texts = userTexts(req.messages);
-      return texts.at(-1) === "go" && !req.messages.some((m) => m.role === "assistant")
-        ? fauxAssistantMessage([fauxToolCall("hold", {}, { id: "call-1" })], { stopReason: "toolUse" })
-        : fauxAssistantMessage(`echo: ${texts.join(" | ")}`);
-    };
-    const { root, faux } = await open(responder, { tools: [hold.tool] });
-    const run = await root.submit({ type: "input", content: "go" });
-    await hold.started.promise;
+    const { root, faux, hold, run } = await heldAtTool();
     const restart = await root.submit({ type: "write", entry: { kind: "app.restart", head: "self" } });
     const later = await root.submit({ type: "input", content: "after", whenBusy: "followUp" });
     hold.release.resolve();
