@@ -740,30 +740,61 @@ test("a commit that lands while a watch's mount is still reading its snapshot is
   await watch.stop();
 });
 
-test("a commit that lands after a watch's mount has read its snapshot, before the mount is ready, is in a frame exactly once: no gap between snapshot and subscription", async () => {
-  const { h, root } = await open(echo);
-  const notes = (value: { entries: ReadonlyArray<{ data?: unknown }> }) =>
-    value.entries.map((e) => (e.data as { n: number }).n);
-  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
-  // The mount's snapshot read returns only after a later commit has settled: that commit was not
-  // in the snapshot, so only the subscription made before the read can carry it.
+/** The note numbers of a conversation view's entries, in order. */
+const noteNumbers = (value: { entries: ReadonlyArray<{ data?: unknown }> }) =>
+  value.entries.map((e) => (e.data as { n: number }).n);
+
+type Opened = Awaited<ReturnType<typeof open>>;
+
+/** Commit a `note` entry numbered `n` and wait until it is placed. */
+async function writeNote(root: Opened["root"], n: number): Promise<void> {
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n } } })).wait();
+}
+
+/**
+ * Make the store's next read land the notes `ns` (each committed and placed) before the read starts
+ * (`during`: the read then sees them) or once it has read and before it returns (`after`: it missed
+ * them); returns a function that puts the store's own read back.
+ */
+function landOnNextRead(
+  h: Opened["h"],
+  root: Opened["root"],
+  ns: number[],
+  when: "during" | "after",
+): () => void {
   const store = internals(h).session.store;
   const read = store.read.bind(store);
   let holdNext = true;
+  const land = async () => {
+    holdNext = false;
+    for (const n of ns) await writeNote(root, n);
+  };
   store.read = (async (work: Parameters<typeof read>[0]) => {
-    const result = await read(work);
-    if (holdNext) {
-      holdNext = false;
-      await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+    if (holdNext && when === "during") {
+      await land();
+      return read(work);
     }
+    const result = await read(work);
+    if (holdNext) await land();
     return result;
   }) as typeof store.read;
+  return () => {
+    store.read = read;
+  };
+}
+
+test("a commit that lands after a watch's mount has read its snapshot, before the mount is ready, is in a frame exactly once: no gap between snapshot and subscription", async () => {
+  const { h, root } = await open(echo);
+  await writeNote(root, 1);
+  // The mount's snapshot read returns only after a later commit has settled: that commit was not
+  // in the snapshot, so only the subscription made before the read can carry it.
+  landOnNextRead(h, root, [2], "after");
   const watch = await root.watch();
-  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 3 } } })).wait();
+  await writeNote(root, 3);
   const seen: number[][] = [];
-  watch.start((f) => void seen.push(notes(f.value)));
+  watch.start((f) => void seen.push(noteNumbers(f.value)));
   await until(() => seen.at(-1)?.at(-1) === 3, { what: "the frame of note 3" });
-  expect(notes(watch.value)).toEqual([1, 2, 3]);
+  expect(noteNumbers(watch.value)).toEqual([1, 2, 3]);
   expect(seen.at(-1)).toEqual([1, 2, 3]);
   await watch.stop();
 });
@@ -773,32 +804,15 @@ test("the paged mount (the tab's watch) hydrates atomically too: a commit that l
   // its snapshot read (so a commit settled meanwhile was neither read nor replayed) passed them all.
   for (const when of ["during", "after"] as const) {
     const { h, root } = await open(echo);
-    const notes = (value: { entries: ReadonlyArray<{ data?: unknown }> }) =>
-      value.entries.map((e) => (e.data as { n: number }).n);
-    await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
-    const store = internals(h).session.store;
-    const read = store.read.bind(store);
-    let holdNext = true;
-    store.read = (async (work: Parameters<typeof read>[0]) => {
-      if (holdNext && when === "during") {
-        holdNext = false;
-        await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
-        return read(work);
-      }
-      const result = await read(work);
-      if (holdNext) {
-        holdNext = false;
-        await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
-      }
-      return result;
-    }) as typeof store.read;
+    await writeNote(root, 1);
+    const restore = landOnNextRead(h, root, [2], when);
     const watch = await h.pageMount(root.id).watch();
-    store.read = read;
-    await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 3 } } })).wait();
+    restore();
+    await writeNote(root, 3);
     const seen: number[][] = [];
-    watch.start((f) => void seen.push(notes(f.value)));
+    watch.start((f) => void seen.push(noteNumbers(f.value)));
     await until(() => seen.at(-1)?.at(-1) === 3, { what: `the frame of note 3 (${when})` });
-    expect(notes(watch.value)).toEqual([1, 2, 3]);
+    expect(noteNumbers(watch.value)).toEqual([1, 2, 3]);
     expect(seen.at(-1)).toEqual([1, 2, 3]);
     await watch.stop();
   }
@@ -809,28 +823,15 @@ test("two commits that land after a watch's mount has read its snapshot, before 
   // last commit it buffered there passed them all.
   for (const paged of [false, true]) {
     const { h, root } = await open(echo);
-    const notes = (value: { entries: ReadonlyArray<{ data?: unknown }> }) =>
-      value.entries.map((e) => (e.data as { n: number }).n);
-    await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
-    const store = internals(h).session.store;
-    const read = store.read.bind(store);
-    let holdNext = true;
-    store.read = (async (work: Parameters<typeof read>[0]) => {
-      const result = await read(work);
-      if (holdNext) {
-        holdNext = false;
-        for (const n of [2, 3])
-          await (await root.submit({ type: "write", entry: { kind: "note", data: { n } } })).wait();
-      }
-      return result;
-    }) as typeof store.read;
+    await writeNote(root, 1);
+    const restore = landOnNextRead(h, root, [2, 3], "after");
     const watch = paged ? await h.pageMount(root.id).watch() : await root.watch();
-    store.read = read;
-    await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 4 } } })).wait();
+    restore();
+    await writeNote(root, 4);
     const seen: number[][] = [];
-    watch.start((f) => void seen.push(notes(f.value)));
+    watch.start((f) => void seen.push(noteNumbers(f.value)));
     await until(() => seen.at(-1)?.at(-1) === 4, { what: `the frame of note 4 (paged: ${paged})` });
-    expect(notes(watch.value)).toEqual([1, 2, 3, 4]);
+    expect(noteNumbers(watch.value)).toEqual([1, 2, 3, 4]);
     expect(seen.at(-1)).toEqual([1, 2, 3, 4]);
     await watch.stop();
   }
