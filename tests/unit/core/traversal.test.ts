@@ -89,6 +89,70 @@ test("Conversation.waitForIdle and abort() see work in a conversation owned by a
   });
 });
 
+/** A task that forks its own conversation at the entry it is given, owning the fork, then completes with its id. */
+const forker = defineTask<{ at: number }, Go | { phase: "finish"; conversation: number }, Json>({
+  name: "forker",
+  version: 1,
+  initial: () => ({ phase: "go" }),
+  phases: {
+    go: async (task, runtime) => {
+      await runtime.commit((tx) => {
+        const c = tx.forkConversation(task.conversationId, task.input.at, {
+          ownership: { kind: "task", taskId: runtime.taskId },
+        });
+        return { status: "running", checkpoint: { phase: "finish", conversation: c.id } };
+      });
+    },
+    finish: async (task, runtime) => {
+      await runtime.commit(() => complete(task.state.checkpoint.conversation));
+    },
+  },
+  abort: async () => undefined,
+});
+
+test("a task-owned fork is an owned conversation for idle and abort: work in it keeps the root's and the harness's idle waits waiting and is aborted from the root; below a background owner it is left out (draw 41d)", async () => {
+  // Draw 41d-A: every named traversal test built its owned conversations with createConversation; a
+  // fork with task ownership has a history parent and an owner, and ordinary traversal follows the owner.
+  const idleNow = async (h: { waitForIdle(): Promise<void> }) => {
+    let idle = false;
+    void h.waitForIdle().then(() => {
+      idle = true;
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    return idle;
+  };
+  for (const background of [false, true]) {
+    const worker = parked("worker");
+    const { h, root } = await open(echo, { tasks: [forker, worker] });
+    const at = await h.transaction(
+      (tx) => tx.appendEntry(root.id, { kind: "app.note", data: "fork here" }).id,
+    );
+    const forkerId = await h.createTask(
+      forker,
+      { at },
+      {
+        ownership: { kind: "conversation" },
+        ...(background ? { background: true } : {}),
+      },
+    );
+    const done = await h.waitForTask(forkerId);
+    const fork = (done.state as { outcome: { result: number } }).outcome.result;
+    expect(await h.loadConversation(fork)).toMatchObject({
+      parent: { conversationId: root.id, at },
+      owner: { conversationId: root.id, taskId: forkerId },
+    });
+    const workerId: TaskId = await h.transaction((tx) =>
+      tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: fork }),
+    );
+    await until(() => running(h) === 1, { what: "worker running" });
+    expect(await idleNow(root)).toBe(background);
+    expect(await idleNow(h)).toBe(background);
+    await root.abort();
+    expect((await h.getTask(workerId))?.state.status).toBe(background ? "running" : "terminal");
+    await h.close();
+  }
+});
+
 test("a finished owner's conversation keeps its record and owner edge, also after a reopen, and stays usable: an input there is answered, and the root's idle wait sees that run", async () => {
   const gate = deferred();
   const { h, store, faux } = await open(
@@ -1277,6 +1341,28 @@ test.each(["in memory", "after a reopen"])(
     expect(inboxOf(engine, ownedId).items.map((i) => i.mode)).toEqual(["write"]);
   },
 );
+
+test("abort({ background: true }) withdraws the queued inputs of a conversation with no live work two owned conversations below it, under two finished owners (draw 41d)", async () => {
+  // Draw 41d-A: the test above builds one level of ownership; the climb from a conversation with no
+  // live work through its owner's conversation to the aborted one must follow every level.
+  const hold = deferred();
+  const { h, root } = await open(failingFirst(hold), { tasks: [founder] });
+  const firstId = await h.createTask(founder, null, { ownership: { kind: "conversation" } });
+  const middle = ((await h.waitForTask(firstId)).state as { outcome: { result: number } }).outcome.result;
+  const secondId = await h.transaction((tx) =>
+    tx.createTask(founder, null, { ownership: { kind: "conversation" }, conversationId: middle }),
+  );
+  const deep = ((await h.waitForTask(secondId)).state as { outcome: { result: number } }).outcome.result;
+  expect(h.conversationRecords().find((c) => c.id === deep)?.owner).toEqual({
+    conversationId: middle,
+    taskId: secondId,
+  });
+  const { left, write } = await queueLeftByAFailedRun(h.conversation(deep)!, hold);
+  await root.abort({ background: true });
+  expect(await h.submissionRecord(left.id)).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect((await h.submissionRecord(write.id))?.status).toBe("queued");
+  expect(inboxOf(h, deep).items.map((i) => i.mode)).toEqual(["write"]);
+});
 
 test("a terminal owner never cascades: the queued inputs of a conversation an aborted owner owned stay queued and are answered in order", async () => {
   const owner = conversationOwner("aborted-inbox-owner");

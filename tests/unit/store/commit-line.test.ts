@@ -490,6 +490,26 @@ test("a publication's sequence advances for every commit, also one that appends 
   await h.close();
 });
 
+test("a publication carries each task as its commit left it: the commit that ends a task publishes its terminal record, not the record before (draw 41d)", async () => {
+  // Draw 41d-A: the named commits each created their task, so a change set carrying a task's record
+  // as it was before the commit (the same id, an older state) passed them.
+  const h = await Harness.open(await memoryStore());
+  const published: Array<{ id: number; status: string }> = [];
+  const stop = h.subscribe((change) => {
+    for (const t of change.tasks) published.push({ id: t.id, status: t.state.status });
+  });
+  const task = single("ended", async (_t, runtime) => void (await runtime.commit(() => complete("ok"))));
+  const id = await h.createTask(task, null, { ownership: { kind: "conversation" } });
+  const records = internals(h).session.records;
+  await until(() => records.tasks.get(id)?.state.status === "terminal", { what: "the task ended" });
+  stop();
+  const mine = published.filter((t) => t.id === id);
+  expect(mine[0]?.status).not.toBe("terminal");
+  expect(mine.at(-1)?.status).toBe("terminal");
+  expect(mine.at(-1)).toEqual({ id, status: records.tasks.get(id)!.state.status });
+  await h.close();
+});
+
 test("a commit that goes back for a load is numbered when it is published: its sequence is greater than that of a commit requested after it and published first (draw 37-D)", async () => {
   // Draw 37-D: sequences numbered as commits were requested passed both tests above, whose commits
   // are published in the order they were asked for. A commit whose conversation's documents are not
