@@ -702,6 +702,41 @@ describe("deferred responses (poll)", () => {
     expect(textOf((await root.entries()).at(-1)!)).toBe("ready now");
   });
 
+  test("every pi.live value a deferred run commits, its polls and its answer, holds only run, generation, tools and compactions (spec §8.2 LiveState, draw 41d-B)", async () => {
+    // Draw 41d-B: the named LiveState test ran a streamed run, a tool round and a compaction; a poll
+    // that wrote a field of its own beside generation (removed again with the run) passed it.
+    const { h, sub, polls, clock } = await pollingOnAStandingClock(async (model, n) => {
+      if (n === 1) return { ...answer("", model), deferred: { id: "job-2", pollAfterMs: 0 } };
+      return answer("ready now", model);
+    });
+    const seen = new Set<string>();
+    const pollsSeen: unknown[] = [];
+    h.subscribe((change) => {
+      for (const d of change.docs) {
+        if (d.name !== DOC.live) continue;
+        const value = (d.value ?? {}) as LiveState;
+        for (const key of Object.keys(value)) seen.add(key);
+        if (value.generation?.deferred) pollsSeen.push(value.generation.deferred.pollAt);
+      }
+    });
+    const stored = () => internals(h).session.records.getDoc(1, DOC.live) as LiveState;
+    // The first stored poll time is read as well as the ones committed after the subscription.
+    for (const key of Object.keys(stored())) seen.add(key);
+    await until(() => stored().generation?.deferred?.pollAt === T + 1, {
+      timeoutMs: 5000,
+      what: "a second poll time",
+    });
+    for (const key of Object.keys(stored())) seen.add(key);
+    expect(polls).toEqual([T]);
+    expect(pollsSeen).toContain(T + 1);
+    // The clock moves on: the second poll answers and the run ends.
+    clock.at = T + 1;
+    expect((await sub.wait()).status).toBe("done");
+    expect([...seen].every((key) => ["run", "generation", "tools", "compactions"].includes(key))).toBe(true);
+    expect([...seen].sort()).toEqual(["generation", "run"]);
+    expect(stored()).toEqual({});
+  });
+
   test("a still-deferred poll moves to poll at now + the new handle's pollAfterMs (spec: max(now + pollAfterMs, previous pollAt + 1)), not the old handle's, not one later (draw 32c)", async () => {
     // Appendix A.9: "pollAt = max(now + (pollAfterMs ?? 5000), previousPollAt + 1)". The clock stands
     // at T: the first handle (pollAfterMs 0) is due at T, its poll answers still deferred with a new

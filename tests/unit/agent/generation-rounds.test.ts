@@ -781,6 +781,40 @@ test("a finished call's slot is done with its entry and keeps no output while th
   expect((await input.wait()).status).toBe("done");
 });
 
+test("a call that throws after printing: its slot is done with its error entry and keeps no output while the rest of the round runs (draw 41d-B)", async () => {
+  // Draw 41d-B: every named test ended its printing call with a result, an abort, a fault or a
+  // restart; a failed call's terminal commit keeping its output passed them.
+  const thrower = defineTool({
+    name: "thrower",
+    description: "Prints, then throws",
+    parameters: Type.Object({}),
+    async execute(_args, api) {
+      api.output("some output\n");
+      throw new Error("broke");
+    },
+  });
+  const slow = gatedTool("slow");
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall("thrower", {}, { id: "c1" }), fauxToolCall("slow", {}, { id: "c2" })),
+    { tools: [thrower, slow.tool] },
+  );
+  const input = await root.submit({ type: "input", content: "go" });
+  await slow.started.promise;
+  await until(() => liveOf(h).tools?.[0]?.status === "done", { what: "first call done" });
+  const [first, second] = liveOf(h).tools ?? [];
+  const [entry] = await toolResults(root);
+  expect(first).toEqual({
+    callId: "c1",
+    name: "thrower",
+    taskId: first?.taskId,
+    status: "done",
+    entry: entry?.id,
+  });
+  expect(second?.status).toBe("running");
+  slow.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+});
+
 test.each([
   ["a beforeTool hook: the answer's commit writes the slot pending, the call phase's intent commit", true],
   ["no hook: the answer's commit records the intent (NOT-APPLICABLE [8.2])", false],

@@ -403,6 +403,24 @@ describe("retry", () => {
     expect((await sub.wait()).status).toBe("done");
   });
 
+  test("an abort during a retry's backoff ends the run aborted: the input is unanswered aborted and pi.live holds neither the run nor the waiting generation (draw 41d-B)", async () => {
+    // Draw 41d-B: the named abort tests aborted a streaming, a polling or an offline generation; an
+    // abort handler that removed the generation only when a request was under way passed them.
+    const clock = 1_000_000_000;
+    const { h, root, faux } = await open(() => fauxError("503 Service Unavailable"), {
+      now: () => clock,
+      settings: { retry: { baseDelayMs: 60_000 } },
+    });
+    const sub = await root.submit({ type: "input", content: "hi" });
+    await until(() => liveOf(h).generation?.retry !== undefined, { what: "the backoff" });
+    await root.abort();
+    expect(await sub.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+    await root.waitForIdle();
+    expect(liveOf(h)).toEqual({});
+    expect(faux.requests).toHaveLength(1);
+    expect(root.busy).toBe(false);
+  });
+
   test("a provider that throws a retryable error, at once or while its stream is read, is retried like a 503 answer: error entry, retry at now + retryDelayMs (draw 41-D)", async () => {
     // Draw 41-D: a throw from the provider taken as an abort (stop reason aborted, no mark: the run
     // failed) passed every generation test; each retried error there was an error answer.
