@@ -331,6 +331,18 @@ describe("the cut", () => {
       assistant(6, "ok"),
     ];
     expect(selectCut(secondCall, 2005)).toBe(6);
+    // Draw 41d (9): two steers sent before the result, one after the other: the first is between the
+    // call and its result too (a scan that stopped at the next user entry took it for a cut point).
+    const twoSteers = [
+      user(1, "go"),
+      assistant(2, "", ["c1"]),
+      user(3, "u".repeat(4000)),
+      user(4, "a second steer"),
+      result(5, "c1", "done"),
+      assistant(6, "ok"),
+    ];
+    // Reached at the first steer (3): neither steer is a candidate, so the cut moves on to 6.
+    expect(selectCut(twoSteers, 500)).toBe(6);
   });
 
   test("a tool result and a system entry are never cut points, even when the budget is reached at them", () => {

@@ -824,6 +824,18 @@ describe("wait cycles through ownership", () => {
         ids.held = tx.createTask(held, null, { ownership: { kind: "conversation" } });
         ids.other = tx.createTask(other, null, { ownership: { kind: "conversation" } });
       });
+      // Draw 41d (13): a walk that missed the held work (its owned children only) let both waits
+      // commit; that deadlock fails here on an assertion, not on a wait running out: once each of
+      // the two waits is committed or refused, they are never both `waiting`.
+      const status = (id: TaskId | undefined) =>
+        id === undefined ? undefined : internals(h).session.records.tasks.get(id)?.state.status;
+      await until(
+        () => [childId, ids.other].every((id) => ["waiting", "terminal"].includes(status(id) ?? "")),
+        {
+          what: "both waits settled",
+        },
+      );
+      expect([status(childId), status(ids.other)]).not.toEqual(["waiting", "waiting"]);
       expect(outcome(await done(h, ids.held!))).toEqual({ status: "completed", result: "held" });
       const ends = [outcome(await done(h, childId!)), outcome(await done(h, ids.other!))];
       expect(ends.map((o) => o?.status).sort()).toEqual(["completed", "faulted"]);
