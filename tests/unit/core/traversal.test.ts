@@ -881,6 +881,59 @@ test("a held completed outcome is no cancellation intent for the conversations i
   await h.close();
 });
 
+test("Conversation.abort() marking a held completed task reaches the conversations it owns: their run is aborted, their queued input withdrawn, their queued write kept, the outcome stays (draw 41d, 5)", async () => {
+  // Draw 41d: the named tests' held task owns a child task, or a conversation where a task is
+  // started later; a cascade that withdrew the queued inputs of a marked hold's conversations only
+  // when its held outcome was not completed passed them (the run there marked all the same).
+  const finish = deferred();
+  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
+    name: "completed-owner-aborted",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          return { status: "running", checkpoint: { phase: "hold" } };
+        });
+      },
+      hold: async (_t, runtime) => {
+        await finish.promise;
+        await runtime.commit(() => complete("owner done"));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const { tool, started } = gatedTool();
+  const { root, h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [tool],
+    tasks: [owner],
+  });
+  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
+  const owned = h.conversation(h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id)!;
+  const working = await owned.submit({ type: "input", content: "work" });
+  await started.promise;
+  const queued = await owned.submit({ type: "input", content: "queued input" });
+  const hint = { role: "user", content: "a hint", timestamp: 0 };
+  const write = await owned.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
+  finish.resolve();
+  await until(
+    () => h.inspect().tasks.some((t) => t.record.id === ownerId && t.record.state.status === "completing"),
+    { what: "owner held" },
+  );
+  await root.abort();
+  expect(await working.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+  expect((await write.record()).status).toBe("queued");
+  expect(inboxOf(h, owned.id).items.map((i) => i.mode)).toEqual(["write"]);
+  const final = await h.waitForTask(ownerId);
+  expect(final.state).toEqual({ status: "terminal", outcome: { status: "completed", result: "owner done" } });
+  expect(final.abortRequested).toBe(true);
+  await h.close();
+});
+
 test("a cascade reaches down the tree: a conversation owned by a task the cascade itself marked is treated like Conversation.abort() too (its queued input withdrawn, its write kept)", async () => {
   // Draw 28c: the cascade's conversations were always owned by the task aborted directly.
   const outer = conversationOwner("outer-owner");
