@@ -831,13 +831,15 @@ test("a held aborted outcome its own phase committed reaches the conversations i
   await heldOutcomeReachesOwned("aborted");
 });
 
-test("a held completed outcome is no cancellation intent for the conversations its task owns: their run finishes unmarked and their queued input stays queued, then is answered (draw 36b)", async () => {
-  // Draw 36b: the named held-completed tests own a child task, never a conversation; a cascade that
-  // reached the conversations of every completing owner (a completed hold too) withdrew the queued
-  // input of a conversation whose owner only waits, and passed them.
+/**
+ * A task that makes a conversation of its own and then holds until `finish` resolves, completing;
+ * and a run in that conversation held at the gated `hold` tool (its input "work"). Resolves once the
+ * tool is running.
+ */
+async function completedOwnerOverRun(name: string) {
   const finish = deferred();
   const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
-    name: "completed-owner",
+    name,
     version: 1,
     initial: () => ({ phase: "go" }),
     phases: {
@@ -856,7 +858,7 @@ test("a held completed outcome is no cancellation intent for the conversations i
       void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
   });
   const { tool, started, release } = gatedTool();
-  const { h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+  const { root, h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
     tools: [tool],
     tasks: [owner],
   });
@@ -865,12 +867,23 @@ test("a held completed outcome is no cancellation intent for the conversations i
   const owned = h.conversation(h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id)!;
   const working = await owned.submit({ type: "input", content: "work" });
   await started.promise;
+  const held = () =>
+    until(
+      () => h.inspect().tasks.some((t) => t.record.id === ownerId && t.record.state.status === "completing"),
+      { what: "owner held" },
+    );
+  return { h, root, ownerId, owned, working, finish, release, held };
+}
+
+test("a held completed outcome is no cancellation intent for the conversations its task owns: their run finishes unmarked and their queued input stays queued, then is answered (draw 36b)", async () => {
+  // Draw 36b: the named held-completed tests own a child task, never a conversation; a cascade that
+  // reached the conversations of every completing owner (a completed hold too) withdrew the queued
+  // input of a conversation whose owner only waits, and passed them.
+  const { h, ownerId, owned, working, finish, release, held } =
+    await completedOwnerOverRun("completed-owner");
   const queued = await owned.submit({ type: "input", content: "queued input" });
   finish.resolve();
-  await until(
-    () => h.inspect().tasks.some((t) => t.record.id === ownerId && t.record.state.status === "completing"),
-    { what: "owner held" },
-  );
+  await held();
   await settle();
   expect((await queued.record()).status).toBe("queued");
   expect(liveOf(h, owned.id).run).toBeDefined();
@@ -885,44 +898,13 @@ test("Conversation.abort() marking a held completed task reaches the conversatio
   // Draw 41d: the named tests' held task owns a child task, or a conversation where a task is
   // started later; a cascade that withdrew the queued inputs of a marked hold's conversations only
   // when its held outcome was not completed passed them (the run there marked all the same).
-  const finish = deferred();
-  const owner = defineTask<Json, Go | { phase: "hold" }, Json>({
-    name: "completed-owner-aborted",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          tx.createConversation({ kind: "task", taskId: runtime.taskId });
-          return { status: "running", checkpoint: { phase: "hold" } };
-        });
-      },
-      hold: async (_t, runtime) => {
-        await finish.promise;
-        await runtime.commit(() => complete("owner done"));
-      },
-    },
-    abort: async (_t, runtime) =>
-      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-  });
-  const { tool, started } = gatedTool();
-  const { root, h } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
-    tools: [tool],
-    tasks: [owner],
-  });
-  const ownerId = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
-  await until(() => h.conversationRecords().some((c) => c.owner?.taskId === ownerId), { what: "owned" });
-  const owned = h.conversation(h.conversationRecords().find((c) => c.owner?.taskId === ownerId)!.id)!;
-  const working = await owned.submit({ type: "input", content: "work" });
-  await started.promise;
+  const { h, root, ownerId, owned, working, finish, held } =
+    await completedOwnerOverRun("completed-owner-aborted");
   const queued = await owned.submit({ type: "input", content: "queued input" });
   const hint = { role: "user", content: "a hint", timestamp: 0 };
   const write = await owned.submit({ type: "write", entry: { kind: "app.hint", model: [hint] } });
   finish.resolve();
-  await until(
-    () => h.inspect().tasks.some((t) => t.record.id === ownerId && t.record.state.status === "completing"),
-    { what: "owner held" },
-  );
+  await held();
   await root.abort();
   expect(await working.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
   expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
