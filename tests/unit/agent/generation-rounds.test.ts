@@ -6,7 +6,14 @@
 import { fauxAssistantMessage, fauxToolCall } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
 import { expect, test, vi } from "vitest";
-import { DOC, defineTool, type LiveState, type TaskRecord, textResult } from "../../../worker/index.ts";
+import {
+  DOC,
+  defineTool,
+  type LiveState,
+  type TaskRecord,
+  type ToolDefinition,
+  textResult,
+} from "../../../worker/index.ts";
 import { deferred, fauxError, until } from "../../../worker/testing.ts";
 import {
   callsThenAnswer,
@@ -749,6 +756,33 @@ test("an answer that ends aborted without an abort mark is never retried, though
   expect(kinds(await transcript(root))).toEqual(["pi.user", "pi.assistant"]);
 });
 
+/**
+ * A round of two calls, `tool` (called "c1") and a gated slow one: once the first call is done its
+ * slot is done with its entry and keeps nothing else, while the second still runs; then the run ends.
+ */
+async function firstCallDoneWhileSecondRuns(tool: ToolDefinition) {
+  const slow = gatedTool("slow");
+  const { h, root } = await open(
+    callsThenAnswer(fauxToolCall(tool.name, {}, { id: "c1" }), fauxToolCall("slow", {}, { id: "c2" })),
+    { tools: [tool, slow.tool] },
+  );
+  const input = await root.submit({ type: "input", content: "go" });
+  await slow.started.promise;
+  await until(() => liveOf(h).tools?.[0]?.status === "done", { what: "first call done" });
+  const [first, second] = liveOf(h).tools ?? [];
+  const [entry] = await toolResults(root);
+  expect(first).toEqual({
+    callId: "c1",
+    name: tool.name,
+    taskId: first?.taskId,
+    status: "done",
+    entry: entry?.id,
+  });
+  expect(second?.status).toBe("running");
+  slow.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+}
+
 test("a finished call's slot is done with its entry and keeps no output while the rest of the round runs", async () => {
   const quick = defineTool({
     name: "quick",
@@ -759,26 +793,7 @@ test("a finished call's slot is done with its entry and keeps no output while th
       return textResult("quick done");
     },
   });
-  const slow = gatedTool("slow");
-  const { h, root } = await open(
-    callsThenAnswer(fauxToolCall("quick", {}, { id: "c1" }), fauxToolCall("slow", {}, { id: "c2" })),
-    { tools: [quick, slow.tool] },
-  );
-  const input = await root.submit({ type: "input", content: "go" });
-  await slow.started.promise;
-  await until(() => liveOf(h).tools?.[0]?.status === "done", { what: "first call done" });
-  const [first, second] = liveOf(h).tools ?? [];
-  const [entry] = await toolResults(root);
-  expect(first).toEqual({
-    callId: "c1",
-    name: "quick",
-    taskId: first?.taskId,
-    status: "done",
-    entry: entry?.id,
-  });
-  expect(second?.status).toBe("running");
-  slow.release.resolve();
-  expect((await input.wait()).status).toBe("done");
+  await firstCallDoneWhileSecondRuns(quick);
 });
 
 test("a call that throws after printing: its slot is done with its error entry and keeps no output while the rest of the round runs (draw 41d-B)", async () => {
@@ -793,26 +808,7 @@ test("a call that throws after printing: its slot is done with its error entry a
       throw new Error("broke");
     },
   });
-  const slow = gatedTool("slow");
-  const { h, root } = await open(
-    callsThenAnswer(fauxToolCall("thrower", {}, { id: "c1" }), fauxToolCall("slow", {}, { id: "c2" })),
-    { tools: [thrower, slow.tool] },
-  );
-  const input = await root.submit({ type: "input", content: "go" });
-  await slow.started.promise;
-  await until(() => liveOf(h).tools?.[0]?.status === "done", { what: "first call done" });
-  const [first, second] = liveOf(h).tools ?? [];
-  const [entry] = await toolResults(root);
-  expect(first).toEqual({
-    callId: "c1",
-    name: "thrower",
-    taskId: first?.taskId,
-    status: "done",
-    entry: entry?.id,
-  });
-  expect(second?.status).toBe("running");
-  slow.release.resolve();
-  expect((await input.wait()).status).toBe("done");
+  await firstCallDoneWhileSecondRuns(thrower);
 });
 
 test.each([
