@@ -352,6 +352,21 @@ describe("document versions", () => {
     expect(await row(store)).toEqual({ version: 2, value: { items: ["same"] } });
   });
 
+  test("a commit that only migrates a document (its read, no other change) is published: observers get the migrated value at the new version", async () => {
+    // Upstream's own audit lists a migrate-only commit left unpublished (observers keeping the older
+    // shape); no test here committed a migrating read alone with an observer attached.
+    const { h } = await harness();
+    await h.transaction((tx) => v1.write(tx, 1, { items: ["a"] }));
+    const published: unknown[] = [];
+    const stop = h.subscribe((change) => {
+      for (const d of change.docs)
+        if (d.name === NAME) published.push({ value: d.value, version: d.version });
+    });
+    await h.transaction((tx) => v2().read(tx, 1));
+    stop();
+    expect(published).toEqual([{ value: { entries: [{ text: "a" }] }, version: 2 }]);
+  });
+
   test("the migrating read's base survives a grouped commit that patches the document after it", async () => {
     // Break 28I: the named tests committed the migrating read alone; a group whose later commit
     // patches the document stored only the patch rows on the old row, left at version 1.
