@@ -18,6 +18,7 @@
 import type { AssistantMessage, Message } from "@mariozechner/pi-ai";
 import type { Tx } from "../../core/define.ts";
 import type { ConversationId, EntryId, EntryRecord, Json } from "../../core/types.ts";
+import { type DocumentSource, documentReader } from "../env.ts";
 import type { ModelResolver } from "../models/resolver.ts";
 import type { CompactionReason } from "../records.ts";
 import type { ToolResult } from "../tools/contract.ts";
@@ -60,28 +61,21 @@ export interface HookRuntime {
 
 /** What `hookApi` reads through: committed documents (the core harness) and the models. */
 export interface HookReader {
-  readonly core: {
-    doc(conversationId: ConversationId, name: string): Promise<Json | undefined>;
-    snapshotAsOf(
-      conversationId: ConversationId,
-      name: string,
-      at: EntryId,
-    ): Promise<{ readonly value: Json } | undefined>;
-  };
+  readonly core: DocumentSource;
   readonly models: ModelResolver;
 }
 
 /** The api handed to hooks asked by the task of `runtime`. */
 export function hookApi(runtime: HookRuntime, reader: HookReader): HookApi {
   const { taskId, conversationId } = runtime;
+  const { snapshot, snapshotAsOf } = documentReader(reader.core, conversationId);
   return Object.freeze({
     taskId,
     conversationId,
     models: reader.models,
     doc: (name: string) => reader.core.doc(conversationId, name),
-    snapshot: (name: string, c: ConversationId = conversationId) => reader.core.doc(c, name),
-    snapshotAsOf: async (name: string, at: EntryId, c: ConversationId = conversationId) =>
-      (await reader.core.snapshotAsOf(c, name, at))?.value,
+    snapshot,
+    snapshotAsOf,
     memo: <T extends Json>(name: string, candidate?: T | ((tx: Tx) => T)) => runtime.memo<T>(name, candidate),
   });
 }
