@@ -109,6 +109,41 @@ test("a second task-graph watch, acquired while the mount lives, holds the graph
   await second.stop();
 });
 
+test("every graph a task-graph watch delivered stays as it was delivered: a node that changes later (a call that starts, a generation that waits, both ending) changes none of them (sweep 42, 124)", async () => {
+  // Sweep 42, 124: the revisions read stable were a conversation watch's only; a graph mount that
+  // updated a changed node in place (the new graph sharing the old node object) passed every test.
+  const hold = gatedTool();
+  const { h, root } = await open(callsThenAnswer(fauxToolCall("hold", {}, { id: "call-1" })), {
+    tools: [hold.tool],
+  });
+  const watch = await h.watchTaskGraph();
+  const revisions: Array<{ value: TaskGraph; json: string }> = [
+    { value: watch.value, json: JSON.stringify(watch.value) },
+  ];
+  watch.start((frame) => void revisions.push({ value: frame.value, json: JSON.stringify(frame.value) }));
+  const input = await root.submit({ type: "input", content: "hold it" });
+  await hold.started.promise;
+  await until(
+    () =>
+      revisions.some((r) => nodes(r.value).some((n) => n.kind === "pi.tool" && n.state.status === "running")),
+    {
+      what: "the running call delivered",
+    },
+  );
+  hold.release.resolve();
+  expect((await input.wait()).status).toBe("done");
+  await h.waitForIdle();
+  await until(() => Object.keys(revisions.at(-1)!.value.tasks).length === 0, { what: "the graph empties" });
+  for (const r of revisions) expect(JSON.stringify(r.value)).toBe(r.json);
+  // Some node was delivered in more than one state, so a later commit had a node to change.
+  const states = new Map<string, Set<string>>();
+  for (const r of revisions)
+    for (const n of nodes(r.value))
+      states.set(String(n.id), (states.get(String(n.id)) ?? new Set()).add(JSON.stringify(n.state)));
+  expect([...states.values()].some((s) => s.size > 1)).toBe(true);
+  await watch.stop();
+});
+
 test("a task-graph watch's frames carry their commits' sequences: each greater than the one before (draw 40b D)", async () => {
   // Draw 40b D: sequences were asserted on the session's commit listeners and on a conversation
   // view's frames only; graph frames that all carried one sequence passed every test.

@@ -8,7 +8,7 @@ import { AgentHarness } from "../../../worker/agent/harness.ts";
 import { HarnessEngine } from "../../../worker/app/engine-service.ts";
 import type { EngineStatus, WatchFrame } from "../../../worker/protocol/index.ts";
 import { PROTOCOL_VERSION } from "../../../worker/protocol/index.ts";
-import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
+import { deferred, fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
 import { echo } from "../agent/fixtures.ts";
 
 const faux = fauxAgentModel(echo);
@@ -91,5 +91,38 @@ test("setStatus reaches every tab's listeners until the tab is dropped; stopAll 
   expect(service.watchStats().watches).toBe(2);
   service.stopAll();
   expect(service.watchStats().watches).toBe(0);
+  await harness.close();
+});
+
+test("a tab's conversation watch is bounded like every watch: a stalled tab holds at most 100 undelivered frames, the 101st replaces them with one whole view (sweep 42, 123)", async () => {
+  // Sweep 42, 123: the 100-frame bound was read on a bare Watch, a conversation's watch and the task
+  // graph's; a tab's watch (the paged mount, through the service) opened unbounded passed them all.
+  const { harness, service } = await engine();
+  await service.hello({ tabId: "a", protocol: PROTOCOL_VERSION });
+  const a = service.tab("a");
+  const id = await a.conversations.create("stalled");
+  const frames: WatchFrame[] = [];
+  const stalled = deferred();
+  let stalledAt = -1;
+  await a.watches.conversation(id, async (f) => {
+    frames.push(f);
+    if (stalledAt < 0 && JSON.stringify(f.ops).includes('"kind":"note"')) {
+      stalledAt = frames.length - 1;
+      await stalled.promise;
+    }
+  });
+  for (let i = 0; i < 150; i++)
+    await harness.transaction((tx) => void tx.appendEntry(id, { kind: "note", data: { i } }));
+  await until(() => stalledAt >= 0, { what: "the first note's frame, stalled" });
+  stalled.resolve();
+  await harness.waitForIdle();
+  await until(() => frames.some((f) => JSON.stringify(f).includes('"i":149')), {
+    what: "the last note delivered",
+  });
+  // Behind the stalled frame the later notes' frames were a backlog: at the 101st, one replacement
+  // holding the newest view took the place of all 100, and later frames followed it normally.
+  const after = frames.slice(stalledAt + 1);
+  expect(after.length).toBeLessThanOrEqual(101);
+  expect(after.filter((f) => f.ops[0]?.op === "replace")).toHaveLength(1);
   await harness.close();
 });

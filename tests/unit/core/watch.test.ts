@@ -279,6 +279,27 @@ test("an agent event stream whose listener throws ends with listener_error too, 
   await watch.stop();
 });
 
+test("an agent event stream's start() installs the sole listener too: a second start() is refused, the first listener alone gets every batch, and a batch buffered before start() is never delivered inline (sweep 42, 122)", async () => {
+  // Sweep 42, 122: the sole listener was read on a bare Watch only; a stream whose second start()
+  // silently swapped in the new listener passed every test.
+  const { root, h } = await open(echo);
+  const stream = await watchEvents(h, root.id);
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } })).wait();
+  expect(stream.pending).toBe(1);
+  const first: string[] = [];
+  const second: string[] = [];
+  stream.start((batch) => void first.push(...batch.map((e) => e.type)));
+  expect(first).toEqual([]);
+  expect(() => stream.start((batch) => void second.push(...batch.map((e) => e.type)))).toThrow(
+    /one listener/,
+  );
+  await until(() => first.includes("entry_appended"), { what: "the buffered batch" });
+  await (await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } })).wait();
+  await until(() => first.filter((t) => t === "entry_appended").length === 2, { what: "the next batch" });
+  expect(second).toEqual([]);
+  await stream.stop();
+});
+
 test("a conversation's watch gets no frame for a publication that touches only another conversation", async () => {
   const parkedWorker = parked("watch.worker");
   const { h, root } = await open(echo, { tasks: [parkedWorker] });
