@@ -402,7 +402,7 @@ export function atPhaseStart(services: AgentServices, c?: ConversationId): Agent
     last !== undefined &&
     last.c === c &&
     last.snapshot === snapshot &&
-    last.base === base &&
+    sameNames(last.base, base) &&
     last.state === state
   )
     return last.phase;
@@ -421,12 +421,22 @@ export function atPhaseStart(services: AgentServices, c?: ConversationId): Agent
     hooks: (id) => (id === undefined || id === c ? agent.hooks : r.hooks(id)),
     tools: (id) => (id === undefined || id === c ? agent.tools : r.tools(id)),
   };
-  // Kept only when nothing about it can differ at the next phase: the same snapshot, base and
+  // Kept only when nothing about it can differ at the next phase: the same snapshot, base names and
   // committed pi.agent value (checked JSON: frozen, so its identity stands for its content), and a
   // resolution that reported nothing (one that did reports again at every phase, as before).
-  if (!reported && isCheckedJson(state)) lastPhase.set(services, { c, snapshot, base, state, phase });
+  if (!reported && isCheckedJson(state))
+    lastPhase.set(services, { c, snapshot, base: base && [...base], state, phase });
   else lastPhase.delete(services);
   return phase;
+}
+
+/**
+ * Whether two default selection bases name the same extensions in the same order. The kept base is
+ * a copy: a host may edit its settings' list in place (settings are never copied, spec §2.2).
+ */
+function sameNames(kept: readonly string[] | undefined, base: readonly string[] | undefined): boolean {
+  if (kept === undefined || base === undefined) return kept === base;
+  return kept.length === base.length && kept.every((name, i) => name === base[i]);
 }
 
 /**

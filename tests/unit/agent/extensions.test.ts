@@ -658,6 +658,41 @@ describe("selection in pi.agent", () => {
     ).rejects.toThrow("settings.extensions must be a list of extension names");
   });
 
+  test("duplicates keep their first position in every list: a settings.extensions base repeating a name, an add repeating one, and an add naming one already in the base", async () => {
+    // Sweep 42, 151: every named test's base and add held each name once; duplicates removed in
+    // the exact list only (and an add's names already in the base) passed them all.
+    const extensions = createRegistry();
+    extensions.install(a);
+    extensions.install(b);
+    extensions.install({ name: "c", tools: [tool("gamma")] });
+    const { root, h, faux } = await open(echo, { extensions, settings: { extensions: ["b", "a", "b"] } });
+    expect(h.services.agent(root.id).extensions).toEqual(["b", "a"]);
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(faux.requests[0]!.tools).toEqual(["beta", "shared", "alpha"]);
+    await root.configure({ extensions: { add: ["c", "ghost", "c", "a"] } });
+    expect(h.services.agent(root.id).extensions).toEqual(["b", "a", "c"]);
+    expect((await root.agent()).extensions).toEqual(["b", "a", "c"]);
+  });
+
+  test("a settings.extensions list edited in place is read at the next resolution: a name pushed after a run reaches the next request (sweep 42)", async () => {
+    // Sweep 42, 151: contrary: every phase's view was kept while the base was the same array
+    // object, so a host's list edited in place went unseen until the pi.agent or registry changed.
+    const extensions = createRegistry();
+    extensions.install(a);
+    extensions.install(b);
+    const names = ["a"];
+    const { root, h, faux } = await open(echo, { extensions, settings: { extensions: names } });
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    names.push("b");
+    await (await root.submit({ type: "input", content: "again" })).wait();
+    expect(faux.requests[0]!.tools).toEqual(["alpha", "shared"]);
+    expect(faux.requests[1]!.tools).toEqual(["alpha", "shared", "beta"]);
+    names.splice(0, 1);
+    await (await root.submit({ type: "input", content: "once more" })).wait();
+    expect(faux.requests[2]!.tools).toEqual(["beta", "shared"]);
+    expect(h.services.agent(root.id).extensions).toEqual(["b"]);
+  });
+
   test("an empty settings.extensions is an empty base, not an absent one: nothing is selected by default, and { add } edits the empty list", async () => {
     // Draw 37c, 13: every named test's base held names; an empty list read as no setting (every
     // installed extension selected) passed them all.

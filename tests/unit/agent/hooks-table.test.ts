@@ -64,6 +64,8 @@ describe("the hooks table: composition in extension order, and what a throw does
     const seenByB: number[] = [];
     // Break 30D: the error reported is the one thrown (a copy with its message passed).
     const thrown = new Error("x broke");
+    const thrownLater = new Error("y broke");
+    const thrownValue = { code: "v broke" };
     const { root, faux, reported, errors } = await withExtensions(echo, [
       defineExtension({
         name: "x",
@@ -78,6 +80,32 @@ describe("the hooks table: composition in extension order, and what a throw does
       defineExtension({
         name: "a",
         hooks: [hook("pi.generation", { beforeRequest: (messages) => [...messages, user("from a")] })],
+      }),
+      // Sweep 42, 153: a throw after a replacement (y, rejecting after an await) keeps that
+      // replacement for the next hook, and a hook returning nothing (n) passes it on (a throw
+      // resetting the chain to the transcript's messages passed).
+      defineExtension({
+        name: "y",
+        hooks: [
+          hook("pi.generation", {
+            beforeRequest: async () => {
+              await Promise.resolve();
+              throw thrownLater;
+            },
+          }),
+        ],
+      }),
+      defineExtension({ name: "n", hooks: [hook("pi.generation", { beforeRequest: () => undefined })] }),
+      // A thrown value that is no Error is reported as thrown too (only Errors reported passed).
+      defineExtension({
+        name: "v",
+        hooks: [
+          hook("pi.generation", {
+            beforeRequest: () => {
+              throw thrownValue;
+            },
+          }),
+        ],
       }),
       defineExtension({
         name: "b",
@@ -96,9 +124,11 @@ describe("the hooks table: composition in extension order, and what a throw does
     });
     expect(faux.requests[0]!.messages.map(textOf)).toEqual(["hi", "from a", "from b"]);
     expect(seenByB).toEqual([2]);
-    expect(reported).toEqual(["x broke"]);
-    expect(errors).toHaveLength(1);
+    expect(reported).toEqual(["x broke", "y broke", undefined]);
+    expect(errors).toHaveLength(3);
     expect(errors[0]).toBe(thrown);
+    expect(errors[1]).toBe(thrownLater);
+    expect(errors[2]).toBe(thrownValue);
     // For that request only: the transcript keeps its own messages.
     expect((await transcript(root)).map((e) => textOf(messageOf(e)))).toEqual(["hi", "echo: from b"]);
   });
@@ -146,6 +176,18 @@ describe("the hooks table: composition in extension order, and what a throw does
           }),
         ],
       }),
+      // Sweep 42, 154: a thrown value that is no Error (a string here) is reported as thrown too, and
+      // the next observer still runs (only Errors reported passed every named test).
+      defineExtension({
+        name: "s",
+        hooks: [
+          hook("pi.generation", {
+            afterResponse: () => {
+              throw "s broke";
+            },
+          }),
+        ],
+      }),
       defineExtension({
         name: "b",
         hooks: [hook("pi.generation", { afterResponse: (m) => void calls.push(`b:${textOf(m)}`) })],
@@ -155,10 +197,11 @@ describe("the hooks table: composition in extension order, and what a throw does
       status: "done",
     });
     expect(calls).toEqual(["a:echo: hi", "a settled", "b:echo: hi"]);
-    expect(reported).toEqual(["x broke", "y broke"]);
-    expect(errors).toHaveLength(2);
+    expect(reported).toEqual(["x broke", "y broke", undefined]);
+    expect(errors).toHaveLength(3);
     expect(errors[0]).toBe(thrown[0]);
     expect(errors[1]).toBe(thrown[1]);
+    expect(errors[2]).toBe("s broke");
   });
 
   test("onYield: the first continuation wins; a throw is reported and the next is asked", async () => {
@@ -435,6 +478,18 @@ describe("the hooks table: composition in extension order, and what a throw does
           hooks: [hook("pi.tool", { afterTool: (call) => textResult(`${textOf(call.result as never)} +a`) })],
         }),
         defineExtension({ name: "y", hooks: [hook("pi.tool", { afterTool: throws(thrown[1]!) })] }),
+        // Sweep 42, 155: a thrown value that is no Error is reported as thrown too (only Errors
+        // reported passed every named test), and the next hook still sees the result as it was.
+        defineExtension({
+          name: "v",
+          hooks: [
+            hook("pi.tool", {
+              afterTool: () => {
+                throw "v broke";
+              },
+            }),
+          ],
+        }),
         defineExtension({ name: "n", hooks: [hook("pi.tool", { afterTool: () => undefined })] }),
         defineExtension({
           name: "b",
@@ -448,10 +503,11 @@ describe("the hooks table: composition in extension order, and what a throw does
     const [result] = await toolResults(root);
     expect(textOf(messageOf(result!))).toBe("applied x +a +b");
     expect(faux.requests[1]!.messages.map(textOf)).toContain("applied x +a +b");
-    expect(reported).toEqual(["x broke", "y broke"]);
-    expect(errors).toHaveLength(2);
+    expect(reported).toEqual(["x broke", "y broke", undefined]);
+    expect(errors).toHaveLength(3);
     expect(errors[0]).toBe(thrown[0]);
     expect(errors[1]).toBe(thrown[1]);
+    expect(errors[2]).toBe("v broke");
   });
 
   test("onAbort over one aborted tool task: the chain sees its durable output, a control changes nothing, the sibling call and the run go on", async () => {
