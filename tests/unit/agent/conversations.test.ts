@@ -1279,4 +1279,36 @@ describe("conversations", () => {
     expect(await h.transaction((tx) => stamped.read(tx, other.id))).toEqual({ n: 2 });
     expect(await h.transaction((tx) => stamped.read(tx, root.id))).toEqual({ n: 1 });
   });
+
+  test("once admitted, a conversation handle's commit(), submit() and configure() whose signal is cancelled before their callbacks run still commit and resolve (sweep 42)", async () => {
+    const { h, root, faux, store } = await open(echo);
+    // Hold the line so the three are admitted behind it, then cancel their signal before they run.
+    const gate = deferred();
+    const holding = h.transaction(async (tx) => {
+      await gate.promise;
+      tx.appendEntry(root.id, { kind: "app.note", data: "holding" });
+    });
+    const cancel = new AbortController();
+    const committed = root.commit(
+      (tx) => tx.appendEntry(root.id, { kind: "app.note", data: "by commit" }).id,
+      cancel.signal,
+    );
+    const submitted = root.submit(
+      { type: "write", entry: { kind: "app.note", data: "by submit" } },
+      cancel.signal,
+    );
+    const configured = root.configure({ instructions: "kept" }, cancel.signal);
+    cancel.abort();
+    gate.resolve();
+    await holding;
+    expect(typeof (await committed)).toBe("number");
+    expect((await (await submitted).record()).status).toBe("done");
+    await configured;
+    await h.close();
+    // What the store holds, not only memory.
+    const again = await reopen(store, { models: faux.models, defaultModel: faux.ref });
+    const notes = (await again.conversation(root.id)!.entries()).filter((e) => e.kind === "app.note");
+    expect(notes.map((e) => e.data)).toEqual(["holding", "by commit", "by submit"]);
+    expect(await again.conversation(root.id)!.agentState()).toEqual({ instructions: "kept" });
+  });
 });

@@ -665,6 +665,56 @@ test("memos survive a reopen: after a crash, a resumed phase reads the stored wi
   await h.close();
 });
 
+test("a running task reopened without its definition is written back to pending with its memos: the blocked record keeps them and the install that unblocks it reads them (sweep 42)", async () => {
+  // Sweep 42: the memo tests reopened with the definition installed, so the task ran again at once;
+  // the recovery write of one that cannot start (running -> pending) dropping the memos passed them.
+  const seen: Json[] = [];
+  const reached = deferred();
+  const hold = deferred();
+  let first = true;
+  const def = defineTask<Json, Go | { phase: "second" }, Json>({
+    name: "memo-blocked-reopen",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.memo("key", "first");
+        await runtime.commit(() => ({ status: "running", checkpoint: { phase: "second" } }));
+      },
+      second: async (_t, runtime) => {
+        if (first) {
+          first = false;
+          reached.resolve();
+          await hold.promise;
+          return;
+        }
+        seen.push((await runtime.memo("key", "later")) ?? null);
+        await runtime.commit(() => complete(null));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [def] });
+  const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+  await reached.promise;
+  const again = await Harness.open(await memoryStore(store.image()));
+  again.resume();
+  await until(
+    () => again.inspect().tasks.some((t) => t.record.id === id && t.record.state.status === "pending"),
+    {
+      what: "the interrupted task written back to pending",
+    },
+  );
+  expect((await again.getTask(id))?.memos).toEqual({ key: "first" });
+  again.registry.register(def);
+  await done(again, id);
+  expect(seen).toEqual(["first"]);
+  await again.close();
+  hold.resolve();
+  await h.close();
+});
+
 test("a commit whose callback returns undefined leaves the task state unchanged while its writes land; a returned state lands in one commit with them", async () => {
   const between = deferred<Json>();
   const gate = deferred();
