@@ -215,4 +215,38 @@ describe("writes take the ordered passive path", () => {
     // The active range starts over at it: neither the earlier turn nor the note before it shows.
     expect((await root.viewState()).entries.map((e) => e.kind)).toEqual(["app.restart"]);
   });
+
+  test("a submitted write with head: self heads itself also when its commit appended an entry before it: a boundary placing a note then the reset, and a submit inside a transaction after an append (sweep 42)", async () => {
+    // Sweep 42, 3: "self" resolved to the next committed entry id (not the commit's own next) passed
+    // the tests above, whose submitted resets were the first entry of their commit.
+    const hold = deferred();
+    const { root, h } = await open(async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    });
+    const input = await root.submit({ type: "input", content: "one" });
+    const note = await root.submit({ type: "write", entry: { kind: "app.note", data: "n" } });
+    const restart = await root.submit({ type: "write", entry: { kind: "app.restart", head: "self" } });
+    expect((await restart.record()).status).toBe("queued");
+    hold.resolve();
+    await input.wait();
+    const placed = await restart.wait();
+    const entries = await transcript(root);
+    const noteEntry = entries.find((e) => e.kind === "app.note")!;
+    const entry = entries.find((e) => e.kind === "app.restart")!;
+    expect(await note.wait()).toEqual({ status: "done", entry: noteEntry.id });
+    expect(placed).toEqual({ status: "done", entry: entry.id });
+    expect(entry.id).toBe(noteEntry.id + 1);
+    expect(entry.head).toBe(entry.id);
+    expect((await root.viewState()).entries.map((e) => e.kind)).toEqual(["app.restart"]);
+    // In a transaction: an entry appended first, then the write submitted in the same commit.
+    const record = await h.transaction((tx) => {
+      tx.appendEntry(root.id, { kind: "app.note" });
+      return h.submitIn(tx, root.id, { type: "write", entry: { kind: "app.again", head: "self" } });
+    });
+    const again = (await transcript(root)).find((e) => e.kind === "app.again")!;
+    expect(record).toMatchObject({ status: "done", entry: again.id });
+    expect(again.head).toBe(again.id);
+    expect((await root.viewState()).entries.map((e) => e.kind)).toEqual(["app.again"]);
+  });
 });

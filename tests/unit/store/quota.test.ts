@@ -186,6 +186,37 @@ test("an uncertain failure (the commit stored, its answer lost) is fatal too: no
   await h2.close();
 });
 
+test("after an uncertain failure the session must be reopened: a call that reaches the line without the harness's own admission check (a conversation abort) is refused too and stores nothing, though the store works again (sweep 42)", async () => {
+  // Sweep 42, 2: the session line accepting commits after it went fatal passed the tests above, whose
+  // later calls (transaction, createTask) are refused by the harness before they reach the line.
+  const store = await memoryStore();
+  const h = await Harness.open(store, {});
+  const published: unknown[] = [];
+  h.subscribe((change) => published.push(change));
+  let failOnce = true;
+  store.setFaultHook((point) => {
+    if (point === "after-commit" && failOnce) {
+      failOnce = false;
+      throw new Error("connection lost after COMMIT");
+    }
+  });
+  await expect(h.transaction((tx) => tx.appendEntry(1 as never, { kind: "lost" }))).rejects.toThrow(
+    /connection lost/,
+  );
+  store.setFaultHook(undefined);
+  const stored = store.stats.transactions;
+  await expect(
+    h.abortConversation(1 as never, { inCommit: (tx) => void tx.appendEntry(1 as never, { kind: "late" }) }),
+  ).rejects.toBeInstanceOf(HarnessClosed);
+  expect(store.stats.transactions).toBe(stored);
+  expect(published).toEqual([]);
+  const image = store.image();
+  await h.close();
+  const again = await Harness.open(await memoryStore(image), {});
+  expect((await again.entries(1 as never)).map((e) => e.kind)).toEqual(["lost"]);
+  await again.close();
+});
+
 test("a full disk stops the work that was running too: a running phase is signalled with the engine's stop, and a wait on its task rejects HarnessClosed", async () => {
   // Break 30P: a poisoned engine that refused every commit but left its running invocations alone
   // passed every named test; none had a task running when the disk filled.
