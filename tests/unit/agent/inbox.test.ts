@@ -771,10 +771,12 @@ describe("submissions", () => {
     const b = await root.submit({ type: "input", content: "B" });
     hold.resolve();
     await input.wait();
-    const settledB = await b.wait();
+    // Not a.wait() nor b.wait(): both records are read once the run that placed both has ended, so a
+    // run answer settling only one of its inputs fails here on an assertion (sweep 42, 95), not by
+    // a wait that never ends.
+    await root.waitForIdle();
     const entries = await transcript(root);
-    expect(settledB).toMatchObject({ status: "done", answer: last(entries).id });
-    // Not a.wait(): the first follow-up's record is read once the run that placed both has ended.
+    expect(await b.record()).toMatchObject({ status: "done", answer: last(entries).id });
     expect(await a.record()).toMatchObject({ status: "done", answer: last(entries).id });
   });
 

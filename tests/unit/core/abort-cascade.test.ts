@@ -1429,6 +1429,67 @@ test("ordering is judged on committed records: a completed owner's hold is relea
   await h.close();
 });
 
+test("ordering is judged on committed records: a completed owner's hold is released by the terminal commit of a task in a conversation it owns, while code that task runs after it still runs (sweep 42, 93)", async () => {
+  // Sweep 42, 93: the named tests' late code ran in a child task; a hold released only once no
+  // invocation in the owner's owned conversations ran passed them.
+  const log: string[] = [];
+  const release = deferred();
+  const after = deferred();
+  const worker = defineTask<Json, Go, Json>({
+    name: "late-conversation-worker",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await release.promise;
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "completed", result: "worker" },
+        }));
+        log.push("worker: terminal committed");
+        await after.promise;
+        log.push("worker: code after it done");
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const owner = defineTask<Json, Go, Json>({
+    name: "late-conversation-owner",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const owned = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+          tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: owned.id });
+          return undefined;
+        });
+        await runtime.commit(() => ({
+          status: "terminal",
+          outcome: { status: "completed", result: "owner" },
+        }));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [owner, worker] });
+  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
+  const status = () => internals(h).session.records.tasks.get(id)?.state.status;
+  await until(() => status() === "completing", { what: "the owner held for its conversation's task" });
+  release.resolve();
+  await until(() => log.length === 1, { what: "the worker's terminal commit" });
+  await settle();
+  expect(log).toEqual(["worker: terminal committed"]);
+  expect(status()).toBe("terminal");
+  expect(outcome(await h.getTask(id))).toEqual({ status: "completed", result: "owner" });
+  after.resolve();
+  await until(() => log.length === 2, { what: "the worker's late code" });
+  await engineStillRuns(h);
+  await h.close();
+});
+
 /**
  * An owner that creates a conversation it owns holding a background task and an ordinary one, then
  * parks until aborted; its abort handler logs `abort:<name>`.

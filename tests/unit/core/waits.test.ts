@@ -1755,11 +1755,96 @@ test("failFast fires on a child that faults: its live siblings are aborted, the 
     abort: async () => undefined,
   });
   const h = await Harness.open(await memoryStore(), { tasks: [thrower, sibling, parent] });
+  const latest = new Map<TaskId, TaskRecord>();
+  h.subscribe((change) => {
+    for (const t of change.tasks) latest.set(t.id, t);
+  });
   const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
   await until(() => running(h) === 3, { what: "the three children running" });
   thrown.resolve();
+  // Sweep 42, 92: a policy fired only by failed and aborted outcomes (not faulted) was caught here
+  // only by a timeout; the fault itself must mark both live siblings.
+  await until(
+    () => [...latest.values()].some((t) => t.kind === "ff-thrower" && t.state.status === "terminal"),
+    { what: "the thrower faulted" },
+  );
+  await settle();
+  expect([...latest.values()].filter((t) => t.kind === "ff-sibling").map((t) => t.abortRequested)).toEqual([
+    true,
+    true,
+  ]);
   expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "gathered" });
   expect(read).toEqual(["faulted", "aborted", "aborted"]);
+  expect((await h.getTask(id))?.abortRequested).toBe(false);
+  await h.close();
+});
+
+test("failFast marks an awaited sibling that holds a completed outcome: its live child is aborted, and the parent reads [failed, completed] (sweep 42, 92)", async () => {
+  // Sweep 42, 92: every other failFast test's siblings were running, waiting or terminal when the
+  // policy fired; a policy that spared a completing sibling (a held outcome is final) passed them.
+  const failNow = deferred();
+  const failer = single("ffh-failer", async (_t, runtime) => {
+    await failNow.promise;
+    await runtime.commit(() => ({
+      status: "terminal",
+      outcome: { status: "failed", error: { message: "it failed" } },
+    }));
+  });
+  const grandchild = single("ffh-grandchild", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, runtime) => {
+      await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }));
+    },
+  });
+  const holder = single("ffh-holder", async (_t, runtime) => {
+    await runtime.commit((tx) => {
+      tx.createTask(grandchild, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+      return { status: "running", checkpoint: { phase: "go" } };
+    });
+    await runtime.commit(() => complete("held"));
+  });
+  let read: string[] | undefined;
+  type Gather = { phase: "go" } | { phase: "gather"; kids: TaskId[] };
+  const parent = defineTask<null, Gather, Json>({
+    name: "ffh-parent",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (_t, runtime) => {
+        await runtime.commit((tx) => {
+          const owned = { ownership: { kind: "task" as const, taskId: runtime.taskId } };
+          const kids = [tx.createTask(failer, null, owned), tx.createTask(holder, null, owned)];
+          return { status: "waiting", checkpoint: { phase: "gather", kids }, on: kids, policy: "failFast" };
+        });
+      },
+      gather: async (task, runtime) => {
+        const kids = task.state.checkpoint.phase === "gather" ? task.state.checkpoint.kids : [];
+        read = (await runtime.outcomes(kids)).map((o) => o.status);
+        await runtime.commit(() => complete("gathered"));
+      },
+    },
+    abort: async () => undefined,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [failer, grandchild, holder, parent] });
+  const latest = new Map<TaskId, TaskRecord>();
+  h.subscribe((change) => {
+    for (const t of change.tasks) latest.set(t.id, t);
+  });
+  const byKind = (kind: string) => [...latest.values()].find((t) => t.kind === kind);
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await until(() => byKind("ffh-holder")?.state.status === "completing", { what: "the holder completing" });
+  failNow.resolve();
+  await until(() => byKind("ffh-failer")?.state.status === "terminal", { what: "the failer failed" });
+  await settle();
+  // The completing sibling is live: the policy marks it, which cancels the work below it.
+  expect(byKind("ffh-holder")?.abortRequested).toBe(true);
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "gathered" });
+  expect(read).toEqual(["failed", "completed"]);
+  expect(byKind("ffh-grandchild")?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "aborted" },
+  });
+  expect(byKind("ffh-holder")?.state).toMatchObject({ status: "terminal", outcome: { status: "completed" } });
+  expect(byKind("ffh-holder")?.abortRequested).toBe(true);
   expect((await h.getTask(id))?.abortRequested).toBe(false);
   await h.close();
 });
