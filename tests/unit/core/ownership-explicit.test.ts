@@ -100,6 +100,44 @@ test("ownership is never inferred: creating a conversation without naming its ow
   await again.close();
 });
 
+test("a task's own commit creating work owned by a task of another conversation stores that task's conversation as the owner's, not the committing task's (sweep 42)", async () => {
+  // Sweep 42: every creation above was the host's, or its owner lived in the committing task's
+  // conversation; the owner pair taken from the committing task's conversation passed them all.
+  const holder = parked("holder");
+  let made: ConversationRecord | undefined;
+  let childId: TaskId | undefined;
+  const creator = single("creator", async (task, runtime) => {
+    const owner = task.input as unknown as TaskId;
+    await runtime.commit((tx) => {
+      made = tx.createConversation({ kind: "task", taskId: owner });
+      childId = tx.createTask(holder, null, { ownership: { kind: "task", taskId: owner } });
+      return undefined;
+    });
+    await runtime.commit(() => complete("made"));
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [holder, creator] });
+  const elsewhere = await h.transaction((tx) => tx.createConversation({ kind: "ownerless" }));
+  const owner = await h.createTask(holder, null, {
+    ownership: { kind: "conversation" },
+    conversationId: elsewhere.id,
+  });
+  // The creator runs in the root: a conversation other than its owner task's.
+  const id = await h.createTask(creator, owner as unknown as Json, conversationOwned);
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "made" });
+  expect((await h.getTask(id))?.conversationId).toBe(ROOT_CONVERSATION_ID);
+  expect(made?.owner).toEqual({ taskId: owner, conversationId: elsewhere.id });
+  expect(await h.getTask(childId!)).toMatchObject({ owner, conversationId: elsewhere.id });
+  await h.close();
+  const again = await Harness.open(await memoryStore(store.image()), { tasks: [holder, creator] });
+  expect((await again.loadConversation(made!.id))?.owner).toEqual({
+    taskId: owner,
+    conversationId: elsewhere.id,
+  });
+  await again.abortTask(owner);
+  await again.close();
+});
+
 test("ownership is never inferred from call context: a task's own commit creating or forking a conversation without naming its ownership is refused, and nothing is created", async () => {
   const errors: unknown[] = [];
   const at = { id: 0 };
