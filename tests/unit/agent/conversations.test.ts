@@ -814,6 +814,38 @@ describe("conversations", () => {
     expect(await root.entries({ conversationId: child.id, limit: 10 } as never)).toHaveLength(5);
   });
 
+  test("Conversation.entries() with a limit of 0 is an empty page, on a conversation and across a fork point; a fork of a fork read after a reopen pages the same", async () => {
+    // Sweep 42, 33: the tests above page with limits of 2 and none; a limit of 0 read as no limit
+    // (fork.ts, `limit || -1`) passed them all. A page holds at most `limit` entries.
+    const store = await memoryStore();
+    const { h, root } = await open(echo, { store });
+    const ids = await h.transaction((tx) =>
+      [0, 1, 2].map((i) => tx.appendEntry(root.id, { kind: "app.note", data: `root ${i}` }).id),
+    );
+    const child = await root.fork(ids[1]!, { ownership: { kind: "ownerless" } });
+    const childIds = await h.transaction((tx) =>
+      [0, 1].map((i) => tx.appendEntry(child.id, { kind: "app.note", data: `child ${i}` }).id),
+    );
+    const grandchild = await child.fork(childIds[0]!, { ownership: { kind: "ownerless" } });
+    await h.transaction((tx) => tx.appendEntry(grandchild.id, { kind: "app.note", data: "grandchild 0" }));
+    expect(await root.entries({ limit: 0 })).toEqual([]);
+    expect(await grandchild.entries({ limit: 0 })).toEqual([]);
+    expect(await grandchild.entries({ afterId: ids[0]!, limit: 0 })).toEqual([]);
+    const all = await grandchild.entries();
+    expect(all.map((e) => e.data)).toEqual(["root 0", "root 1", "child 0", "grandchild 0"]);
+    const image = store.image();
+    await h.close();
+    // After a reopen nothing of the three is in memory: the handle's read finds the whole ancestry.
+    const again = await open(echo, { store: await memoryStore(image) });
+    const reread = (await again.h.loadedConversation(grandchild.id))!;
+    expect(await reread.entries()).toEqual(all);
+    expect((await reread.entries({ afterId: ids[0]!, limit: 2 })).map((e) => e.data)).toEqual([
+      "root 1",
+      "child 0",
+    ]);
+    expect(await reread.entries({ limit: 0 })).toEqual([]);
+  });
+
   test("createConversation's and fork's init run in the creating commit after the creation hook and the agent change; a throw in it creates nothing", async () => {
     const { h, root } = await open(echo);
     const seen: unknown[] = [];

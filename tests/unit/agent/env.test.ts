@@ -138,6 +138,40 @@ test("without an env option there is no environment, even with a workspace given
   expect(given.faux.requests[0]!.systemPrompt).toBe("<notes>\nin the workspace\n</notes>");
 });
 
+test("without an env option a nested call has no environment either: a file tool a tool calls through api.executeTool gets the ordinary error, and the caller's api.env is undefined", async () => {
+  // Sweep 42, 32: every test above reached the environment through a call the model made; a nested
+  // call (its own tool task, owned by the calling one) given the harness's workspace when there is
+  // no env option passed them all.
+  const workspace = new MemoryFs();
+  await workspace.write("notes.md", "in the workspace");
+  const seen: string[] = [];
+  const wrap = defineTool({
+    name: "wrap",
+    description: "lists the workspace through ls",
+    parameters: Type.Object({}),
+    replay: "safe",
+    async execute(_args, api) {
+      seen.push(api.env === undefined ? "no env" : "an env");
+      const inner = await api.executeTool("ls", {});
+      const text = inner.content.map((c) => (c.type === "text" ? c.text : "")).join("");
+      return textResult(`${inner.isError ? "error" : "ok"}: ${text}`);
+    },
+  });
+  const extensions = registry();
+  extensions.install(defineExtension({ name: "wrapper", tools: [wrap] }));
+  const { root } = await open(callsThenAnswer(fauxToolCall("wrap", {}, { id: "w1" })), {
+    extensions,
+    fs: workspace,
+  });
+  expect(await (await root.submit({ type: "input", content: "list" })).wait()).toMatchObject({
+    status: "done",
+  });
+  expect(seen).toEqual(["no env"]);
+  const [result] = await resultText(root);
+  expect(result).toMatch(/^error: .*this conversation has no environment/s);
+  expect(result).not.toContain("notes.md");
+});
+
 test("a rerun after recovery builds the environment again", async () => {
   const started = deferred();
   const seen: WorkspaceFs[] = [];

@@ -483,6 +483,29 @@ describe("fork", () => {
     expect((unowned as Error).message).toMatch(/explicit ownership/);
   });
 
+  test("a fork's ownership is one of the two kinds: a task's own kind (conversation), a kind-less object or null is refused, by the handle and by a raw transaction, and nothing is created", async () => {
+    // Sweep 42, 34: the test above refused a missing ownership only; a fork that took createTask's
+    // `{ kind: "conversation" }` for ownerless (tx.ts, forks only) passed every fork, conversation and
+    // ownership test (ownership-explicit tries that kind on a creation, never on a fork).
+    const { h, root } = await open(echo);
+    await ask(root, "one");
+    const at = (await root.entries())[0]!.id;
+    let commits = 0;
+    h.subscribe(() => commits++);
+    for (const ownership of [{ kind: "conversation" }, {}, null]) {
+      const byHandle = await root.fork(at, { ownership: ownership as never }).catch((e: unknown) => e);
+      expect(byHandle).toBeInstanceOf(InvalidTransition);
+      expect((byHandle as Error).message).toMatch(/explicit ownership/);
+      const raw = await h
+        .transaction((tx) => tx.forkConversation(root.id, at, { ownership: ownership as never }))
+        .catch((e: unknown) => e);
+      expect(raw).toBeInstanceOf(InvalidTransition);
+    }
+    expect(commits).toBe(0);
+    // The two kinds are taken.
+    expect((await root.fork(at, ownerless)).id).toBeGreaterThan(root.id);
+  });
+
   test("after a reopen, a grandchild forks at an entry it inherits from the root and is refused one past its cap, by the handle and by a raw transaction; the refusal names the conversation and the entry", async () => {
     // Draw 32A: every visibility check above ran live, with the fork chain in memory, and compared
     // the refusal by its class only.

@@ -202,6 +202,41 @@ test("a settings getter is read anew at each use: changing it makes no commit, a
   expect(agentWrites).toBe(0);
 });
 
+test("a settings change read during a run makes no commit of its own: after queue modes, tool execution, retry and stream change, a run commits what the same run committed before", async () => {
+  // Sweep 42, 31: the test above counts commits only until its marker commit, before the next run
+  // reads the changed settings; a reader on the run's path (a queue mode read at a boundary, the
+  // stream options at a request) that committed because the settings it read had changed passed it.
+  let settings: AgentSettings = {};
+  const { h, root } = await open(echo, { settings: () => settings });
+  await (await root.submit({ type: "input", content: "one" })).wait();
+  let shapes: string[] = [];
+  h.subscribe((change) => {
+    shapes.push(
+      [
+        ...change.entries.map((e) => `entry ${e.kind}`),
+        ...change.docs.map((d) => `doc ${d.name}`),
+        ...change.tasks.map((t) => `task ${t.state.status}`),
+      ]
+        .sort()
+        .join(", "),
+    );
+  });
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  const unchanged = shapes;
+  shapes = [];
+  settings = {
+    steeringMode: "all",
+    followUpMode: "all",
+    toolExecution: "sequential",
+    retry: { maxRetries: 5 },
+    stream: { timeoutMs: 30_000 },
+    contextRetentionMs: 1000,
+  };
+  await (await root.submit({ type: "input", content: "three" })).wait();
+  expect(unchanged.length).toBeGreaterThan(0);
+  expect(shapes).toEqual(unchanged);
+});
+
 test("a default selection changed during a turn applies at that turn's next preparation: the request in flight keeps the tools and sections it was prepared with", async () => {
   // Draw 34A: the test above changes the settings between two runs; the default selection kept for
   // a run's later phases (a preparation reusing the view of the run's first, the settings pinned
