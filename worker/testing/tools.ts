@@ -6,6 +6,7 @@
  */
 
 import type { ToolApi } from "../agent/tools/contract.ts";
+import type { WorkspaceFs } from "../agent/workspace/fs.ts";
 import { storedTasks } from "../core/queries.ts";
 import type { MemoryStore } from "../store/open.ts";
 
@@ -34,7 +35,9 @@ export async function wasToolCallCutByCrash(committed: MemoryStore, callId: stri
  * and details are accepted and dropped, the registry is empty and no model is known.
  */
 export function detachedToolApi(
-  parts: Pick<ToolApi, "fs" | "output"> & Partial<Pick<ToolApi, "signal" | "toolCallId" | "env">>,
+  parts: Pick<ToolApi, "output"> & { fs: WorkspaceFs } & Partial<
+      Pick<ToolApi, "signal" | "toolCallId" | "env">
+    >,
 ): ToolApi {
   const detached = () => Promise.reject(new Error("this tool api is not bound to a harness"));
   return {
@@ -42,7 +45,6 @@ export function detachedToolApi(
     toolCallId: parts.toolCallId ?? "call-1",
     taskId: 0,
     conversationId: 0,
-    fs: parts.fs,
     env: "env" in parts ? parts.env : { fs: parts.fs },
     output: parts.output,
     executeTool: detached,

@@ -138,7 +138,7 @@ test("without an env option there is no environment, even with a workspace given
   expect(given.faux.requests[0]!.systemPrompt).toBe("<notes>\nin the workspace\n</notes>");
 });
 
-test("without an env option a nested call has no environment either: a file tool a tool calls through api.executeTool gets the ordinary error, and the caller's api.env is undefined", async () => {
+test("without an env option a nested call has no environment either: a file tool a tool calls through api.executeTool gets the ordinary error, and the caller's api has no env and no workspace", async () => {
   // Sweep 42, 32: every test above reached the environment through a call the model made; a nested
   // call (its own tool task, owned by the calling one) given the harness's workspace when there is
   // no env option passed them all.
@@ -152,6 +152,8 @@ test("without an env option a nested call has no environment either: a file tool
     replay: "safe",
     async execute(_args, api) {
       seen.push(api.env === undefined ? "no env" : "an env");
+      // Nor the harness's workspace beside it (sweep 42: the api carried it as `fs`).
+      seen.push("fs" in api ? "a workspace" : "no workspace");
       const inner = await api.executeTool("ls", {});
       const text = inner.content.map((c) => (c.type === "text" ? c.text : "")).join("");
       return textResult(`${inner.isError ? "error" : "ok"}: ${text}`);
@@ -166,7 +168,7 @@ test("without an env option a nested call has no environment either: a file tool
   expect(await (await root.submit({ type: "input", content: "list" })).wait()).toMatchObject({
     status: "done",
   });
-  expect(seen).toEqual(["no env"]);
+  expect(seen).toEqual(["no env", "no workspace"]);
   const [result] = await resultText(root);
   expect(result).toMatch(/^error: .*this conversation has no environment/s);
   expect(result).not.toContain("notes.md");

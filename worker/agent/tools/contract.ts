@@ -21,7 +21,6 @@ import type {
 import type { ExecutionEnv } from "../env.ts";
 import type { ModelResolver } from "../models/resolver.ts";
 import type { AgentState, DocToken, ModelRef, ThinkingLevel, ToolDiagnostic } from "../records.ts";
-import type { WorkspaceFs } from "../workspace/fs.ts";
 import { utf8Length } from "../workspace/fs.ts";
 
 export type ReplayPolicy = "safe" | "unsafe";
@@ -143,11 +142,10 @@ export interface ToolApi {
   memo<T extends Json>(name: string, candidate: T | ((tx: Tx) => T)): Promise<T>;
   /** A task definition the harness holds, by name (to create its tasks in `commit`). */
   taskDefinition(name: string): AnyTaskDefinition | undefined;
-  /** The harness's workspace (`fs`), whatever this conversation's environment is. */
-  readonly fs: WorkspaceFs;
   /**
-   * This conversation's environment, built for this execution (spec §7.3; the harness's `env`
-   * builder, else the workspace); undefined when it has none. The built-in file tools use it.
+   * This conversation's environment, built for this execution by the harness's `env` builder (spec
+   * §7.3); undefined when the harness has no builder: without an `env` option there is no
+   * environment (spec §2.2), and a tool reaches no workspace. The built-in file tools use it.
    */
   readonly env: ExecutionEnv | undefined;
   /** Streamed partial output; the engine throttles and persists it. */

@@ -62,7 +62,6 @@ export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
     toolCallId: call.id,
     taskId: task.id,
     conversationId: c,
-    fs: services.fs,
     env: parts.env,
     output: (chunk) => output.append(chunk),
     commit: (change) => toolCommit(binding, change),
