@@ -77,10 +77,12 @@ describe("onYield continuation", () => {
     const two = await root.submit({ type: "input", content: "two" });
     hold.resolve();
     expect((await one.wait()).status).toBe("done");
-    expect((await note.wait()).status).toBe("done");
-    expect((await two.wait()).status).toBe("done");
+    // Sweep 42b, 100: read once idle, not by waiting on `two`, so a follow-up placed beside a
+    // continuation (and never answered) fails here on what was written rather than by a timeout.
     await root.waitForIdle();
     expect(await users(root)).toEqual(["one", "two"]);
+    expect((await note.record()).status).toBe("done");
+    expect((await two.record()).status).toBe("done");
     expect(kinds(await root.entries())).toEqual([
       "pi.user",
       "pi.assistant",
@@ -142,6 +144,30 @@ describe("onYield continuation", () => {
       "note",
     ]);
     expect(faux.requests).toHaveLength(2);
+    expect(liveOf(h).run).toBeUndefined();
+    expect(root.busy).toBe(false);
+  });
+
+  test("without a continuation, a final boundary that places only a write the model sees leaves the conversation idle: the write is placed and no run begins (sweep 42b)", async () => {
+    // Sweep 42b, 100: the named writes were display-only; a final boundary that began a run for a
+    // placed write carrying a user message passed them.
+    const hold = deferred();
+    const { h, root, faux } = await open(async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    });
+    const one = await root.submit({ type: "input", content: "one" });
+    const note = await root.submit({
+      type: "write",
+      entry: { kind: "app.note", model: [{ role: "user", content: "a note", timestamp: 0 }] },
+    });
+    expect((await note.record()).status).toBe("queued");
+    hold.resolve();
+    expect((await one.wait()).status).toBe("done");
+    expect((await note.wait()).status).toBe("done");
+    await root.waitForIdle();
+    expect(kinds(await root.entries())).toEqual(["pi.user", "pi.assistant", "app.note"]);
+    expect(faux.requests).toHaveLength(1);
     expect(liveOf(h).run).toBeUndefined();
     expect(root.busy).toBe(false);
   });

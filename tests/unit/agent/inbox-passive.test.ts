@@ -14,7 +14,7 @@ const users = async (c: Parameters<typeof transcript>[0]) =>
   (await transcript(c)).filter((e) => e.kind === "pi.user").map((e) => textOf(messageOf(e)));
 
 /** A conversation whose first run fails while a follow-up ("two") waits: idle, inbox non-empty. */
-async function failedRunWithFollowUp() {
+async function failedRunWithFollowUp(options: Parameters<typeof open>[1] = {}) {
   const hold = deferred();
   const setup = await open(async (req, n) => {
     if (n === 1) {
@@ -22,7 +22,7 @@ async function failedRunWithFollowUp() {
       return fauxError("400 invalid request");
     }
     return echo(req, n);
-  });
+  }, options);
   const { root } = setup;
   const one = await root.submit({ type: "input", content: "one" });
   const two = await root.submit({ type: "input", content: "two" });
@@ -86,6 +86,62 @@ describe("writes take the ordered passive path", () => {
     expect((await two.wait()).status).toBe("done");
     expect((await three.wait()).status).toBe("done");
     expect(await users(root)).toEqual(["one", "two", "three"]);
+    expect(inboxOf(h).items).toEqual([]);
+  });
+
+  test("with followUpMode all, the final boundary an idle admission runs is the same boundary: the waiting follow-up and the new input are both placed in that commit and one run answers both (sweep 42b)", async () => {
+    // Sweep 42b, 98: every named test ran with one-at-a-time; an idle admission whose final boundary
+    // took only the first follow-up whatever the setting passed them.
+    const { h, root, faux, two } = await failedRunWithFollowUp({ settings: { followUpMode: "all" } });
+    const changes: ChangeSet[] = [];
+    h.subscribe((change) => changes.push(change));
+    const three = await root.submit({ type: "input", content: "three" });
+    const admission = changes.find((c) => c.submissions.some((x) => x.id === three.id));
+    expect(
+      admission?.submissions.map((x) => [x.id, x.status]).sort((a, b) => Number(a[0]) - Number(b[0])),
+    ).toEqual([
+      [two.id, "placed"],
+      [three.id, "placed"],
+    ]);
+    expect(admission?.entries.map((e) => e.kind)).toEqual(["pi.user", "pi.user"]);
+    expect(inboxOf(h).items).toEqual([]);
+    const [a, b] = await Promise.all([two.wait(), three.wait()]);
+    expect(a.status).toBe("done");
+    expect(b.status === "done" && a.status === "done" && b.answer === a.answer).toBe(true);
+    // The failed request, then one request answering both.
+    expect(faux.requests.length).toBe(2);
+    expect(await users(root)).toEqual(["one", "two", "three"]);
+  });
+
+  test("a write on an idle conversation whose inbox holds a write and a follow-up queues behind both, in id order: the boundary places the older write first, then the new one, then the follow-up (sweep 42b)", async () => {
+    // Sweep 42b, 98: the waiting item was always a follow-up alone; a new write put at the head of
+    // the inbox (placed ahead of an older waiting write) passed every test.
+    const hold = deferred();
+    const { h, root } = await open(async (req, n) => {
+      if (n === 1) {
+        await hold.promise;
+        return fauxError("400 invalid request");
+      }
+      return echo(req, n);
+    });
+    const one = await root.submit({ type: "input", content: "one" });
+    const older = await root.submit({ type: "write", entry: { kind: "note", data: { n: 1 } } });
+    const two = await root.submit({ type: "input", content: "two" });
+    hold.resolve();
+    expect(await one.wait()).toMatchObject({ status: "unanswered", reason: "model_error" });
+    expect(inboxOf(h).items.map((i) => i.id)).toEqual([older.id, two.id]);
+    const changes: ChangeSet[] = [];
+    h.subscribe((change) => changes.push(change));
+    const newer = await root.submit({ type: "write", entry: { kind: "note", data: { n: 2 } } });
+    const admission = changes.find((c) => c.submissions.some((x) => x.id === newer.id));
+    expect(admission?.entries.map((e) => [e.kind, (e.data as { n?: number } | undefined)?.n])).toEqual([
+      ["note", 1],
+      ["note", 2],
+      ["pi.user", undefined],
+    ]);
+    expect((await older.record()).status).toBe("done");
+    expect((await newer.record()).status).toBe("done");
+    expect((await two.wait()).status).toBe("done");
     expect(inboxOf(h).items).toEqual([]);
   });
 
