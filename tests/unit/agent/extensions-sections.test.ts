@@ -213,6 +213,26 @@ test("a tag:false section stays raw on the second rendering path too: a request 
   ]);
 });
 
+test("a section built with tag: true is tagged like one that leaves tag out, on both rendering paths (sweep 42b)", async () => {
+  // Sweep 42b, 157: the rule says tagged when tag is omitted or true; every test left it out, so a
+  // section taken raw whenever it set tag at all passed them.
+  const { ask, faux, systems } = await setup([
+    defineExtension({
+      name: "a",
+      sections: [section("role", () => "helper", { tag: true }), section("files", () => "f.txt")],
+    }),
+  ]);
+  await ask("one");
+  await ask("two");
+  expect(faux.requests.map((r) => r.systemPrompt)).toEqual([
+    "<role>\nhelper\n</role>\n\n<files>\nf.txt\n</files>",
+    "<role>\nhelper\n</role>\n\n<files>\nf.txt\n</files>",
+  ]);
+  expect((await systems()).map((x) => x.sections)).toEqual([
+    { role: "<role>\nhelper\n</role>", files: "<files>\nf.txt\n</files>" },
+  ]);
+});
+
 test("an async section that was shown and now renders undefined is omitted too: removed with null, then added back", async () => {
   // Break 29C: the shown-then-undefined case was built only with synchronous sections, whose later
   // requests render in the creating commit; an async section renders every time in the preparing

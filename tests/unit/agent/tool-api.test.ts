@@ -19,6 +19,7 @@ import {
   createRegistry,
   defineExtension,
   defineTool,
+  hook,
   type ToolResult,
 } from "../../../worker/index.ts";
 import type { Sql } from "../../../worker/store/types.ts";
@@ -139,6 +140,44 @@ test("registry is taken afresh at each call's phase: a later call in the same co
   expect(after.hasTask("app.job")).toBe(true);
   expect(after.task("app.job")).toBe(job);
   expect(after.tasks()).toContain(job);
+});
+
+test("registry is the call phase's snapshot on the beforeTool route too: an extension installed while a beforeTool hook runs is not in it (sweep 42b)", async () => {
+  // Sweep 42b, 156: the named tests' calls had no beforeTool hook, so their intent was committed
+  // with the answer and they ran in the execute phase; a call phase that handed its execution a
+  // snapshot taken after its beforeTool chain (not its own phase's) passed them.
+  const inHook = deferred();
+  const release = deferred();
+  const { tool, seen } = probe("probe", async () => textResult("ok"));
+  const gate = defineExtension({
+    name: "gate",
+    hooks: [
+      hook("pi.tool", {
+        beforeTool: async () => {
+          inHook.resolve();
+          await release.promise;
+          return undefined;
+        },
+      }),
+    ],
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "probes", tools: [tool] }));
+  extensions.install(gate);
+  const { root } = await open(calls("probe"), { extensions });
+  const sub = await root.submit({ type: "input", content: "go" });
+  await inHook.promise;
+  const late = probe("late-tool", async () => textResult("late")).tool;
+  extensions.install(
+    defineExtension({ name: "late", tools: [late], tasks: [gatedTask("app.late", Promise.resolve())] }),
+  );
+  release.resolve();
+  expect((await sub.wait()).status).toBe("done");
+  const registry = seen.api!.registry as ToolRegistryView;
+  expect(registry.installed().map((e) => e.name)).toEqual(["probes", "gate"]);
+  expect(registry.extension("late")).toBeUndefined();
+  expect(registry.tools().map((t) => t.tool.name)).toEqual(["probe"]);
+  expect(registry.hasTask("app.late")).toBe(false);
 });
 
 test("agent() is the calling conversation's agent as the call's phase resolved it, shaped like Conversation.agent(); a configure while the call runs does not change it; it rejects after the call ended", async () => {

@@ -438,3 +438,48 @@ test("a compaction phase keeps the hooks it resolved at its start: a replacement
   await h.waitForTask(await root.compact());
   expect(await summaries()).toEqual(["summary by v1", "summary by v2"]);
 });
+
+test("a tool replaced while its call's beforeTool hook runs: that call still executes the implementation its phase resolved, the next call the new (sweep 42b)", async () => {
+  // Sweep 42b, 159: every named test replaced the tool once its execute() ran; a call that took the
+  // registry's tool anew after its beforeTool chain (at the intent commit) passed them. Spec §7.3:
+  // one phase handler resolves, validates, runs beforeTool, records intent and executes.
+  const inHook = deferred();
+  const release = deferred();
+  let hooked = 0;
+  const v1 = defineTool({
+    name: "work",
+    description: "version 1",
+    parameters: Type.Object({}),
+    execute: async () => textResult("v1 result"),
+  });
+  const v2 = defineTool({
+    name: "work",
+    description: "version 2",
+    parameters: Type.Object({}),
+    execute: async () => textResult("v2 result"),
+  });
+  const gate = defineExtension({
+    name: "gate",
+    hooks: [
+      hook("pi.tool", {
+        beforeTool: async () => {
+          if (hooked++ > 0) return undefined;
+          inHook.resolve();
+          await release.promise;
+          return undefined;
+        },
+      }),
+    ],
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "worker", tools: [v1] }));
+  extensions.install(gate);
+  const { root } = await open(callWorkEachTurn, { extensions });
+  const one = await root.submit({ type: "input", content: "one" });
+  await inHook.promise;
+  extensions.install(defineExtension({ name: "worker", tools: [v2] }));
+  release.resolve();
+  expect(await one.wait()).toMatchObject({ status: "done" });
+  await (await root.submit({ type: "input", content: "two" })).wait();
+  expect((await toolResults(root)).map((e) => textOf(messageOf(e)))).toEqual(["v1 result", "v2 result"]);
+});

@@ -277,6 +277,34 @@ describe("versioned task definitions from extensions", () => {
     });
   });
 
+  test("an installed definition of an older version that has a migrate still leaves a newer stored task blocked: migrate is never asked to go down (sweep 42b)", async () => {
+    // Sweep 42b, 160: the named test's older definition had no migrate; a check that blocked a newer
+    // stored version only when the definition could not migrate (so a v2 with migrate ran a v3 task,
+    // migrated down) passed every named test.
+    const { image, ids } = await storeWith([parked("ext.job", 3)], [{ v3: "data" }]);
+    const id = ids[0]!;
+    const before = await row(image, id);
+    const asked: number[] = [];
+    const { h } = await openWith(
+      image,
+      jobV2((input, checkpoint, from) => {
+        asked.push(from);
+        return { input, checkpoint: checkpoint as Go };
+      }),
+    );
+    // A drain ran: a task of the same extension, created after open, ran to its end.
+    const otherId = await h.createTask(other, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, otherId))).toEqual({ status: "completed", result: "other ran" });
+    expect(asked).toEqual([]);
+    expect(blocked(h)).toEqual([{ id, kind: "ext.job", reason: "task_too_old" }]);
+    expect(h.inspect().tasks.find((t) => t.record.id === id)!.state).toMatchObject({
+      kind: "blocked",
+      reason: "task_too_old",
+    });
+    const after = await row(image, id);
+    expect(after).toMatchObject({ version: 3, input: before?.["input"], memos: before?.["memos"] });
+  });
+
   test("a blocked task's reason follows each registry change, derived anew: missing, then too old, then a thrown migration, then one without migrate", async () => {
     // draw 33, 8: every named test changed the registry once, to a definition that takes the task; a
     // drain keeping the first reason it recorded for a task (missing_task forever) passed them all.
