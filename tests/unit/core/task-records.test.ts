@@ -904,6 +904,56 @@ test("a task that waits on nothing resumes at its checkpoint in the next schedul
   await h.close();
 });
 
+test("a wake continuation that waits on nothing: the task resumes at that checkpoint's handler in a later pass (sweep 42b, 128)", async () => {
+  // Sweep 42b-E: the named tests commit their wait on nothing from a phase handler, whose invocation
+  // ends after the plan that saw it; a wake continuation writes its wait inside a plan, with no
+  // invocation to end and kick the next pass.
+  const log: string[] = [];
+  const child = single(
+    "wake-nothing-child",
+    async (_t, runtime) => void (await runtime.commit(() => complete(null))),
+  );
+  const parent = defineTask<null, { phase: "spawn" } | { phase: "join" } | { phase: "resume" }, Json>({
+    name: "wake-nothing-parent",
+    version: 1,
+    initial: () => ({ phase: "spawn" }),
+    phases: {
+      spawn: async (_t, runtime) => {
+        log.push("spawn");
+        await runtime.commit((tx) => {
+          const id = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          return { status: "waiting", checkpoint: { phase: "join" }, on: [id], policy: "allSettled" };
+        });
+      },
+      join: async (_t, runtime) => {
+        log.push("join handler");
+        await runtime.commit(() => complete("by the join handler"));
+      },
+      resume: async (_t, runtime) => {
+        log.push("resume");
+        await runtime.commit(() => complete("resumed"));
+      },
+    },
+    abort: async (_t, runtime) =>
+      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+    wake: {
+      join: () => {
+        log.push("join wake");
+        return { status: "waiting", checkpoint: { phase: "resume" }, on: [], policy: "allSettled" };
+      },
+    } as never,
+  });
+  const h = await Harness.open(await memoryStore(), { tasks: [parent, child] });
+  const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+  await settle();
+  expect(log).toEqual(["spawn", "join wake", "resume"]);
+  expect((await h.getTask(id))?.state).toMatchObject({
+    status: "terminal",
+    outcome: { status: "completed", result: "resumed" },
+  });
+  await h.close();
+});
+
 test("a task that waits on nothing with failFast resumes at its checkpoint in the next scheduling pass too", async () => {
   // Reading 23e: the upstream scenario waits on nothing with failFast; the test above uses allSettled.
   const log: string[] = [];
