@@ -259,8 +259,11 @@ test.each(["a terminating round", "a reset at the boundary", "a handoff"] as con
     } else {
       // Both answered by the ending round's tool-calling answer (the steer joined the run).
       // Read once idle, so an ending that settled only the first input fails here, not by a hang.
-      const a = await first.wait();
+      // Sweep 42b, 38: the first input's record too is read once idle, before its wait, so an
+      // ending that settled no input at all fails on this assertion rather than by a hang.
       await root.waitForIdle();
+      expect(await first.record()).toMatchObject({ status: "done" });
+      const a = await first.wait();
       expect(a.status).toBe("done");
       expect(await steer.record()).toMatchObject({
         status: "done",

@@ -16,7 +16,7 @@ import {
   InvalidTransition,
   WaitCancelled,
 } from "../../../worker/index.ts";
-import { deferred, fauxError, memoryStore } from "../../../worker/testing.ts";
+import { deferred, fauxError, memoryStore, until } from "../../../worker/testing.ts";
 import { parked } from "../core/fixtures.ts";
 import {
   alternationProblems,
@@ -344,6 +344,38 @@ describe("submissions", () => {
     expect(inboxOf(h, child.id)).toEqual({ items: [] });
   });
 
+  test("a retried submit of a queued write by its requestId returns it at once, still queued: it does not wait for the placement either", async () => {
+    // Sweep 42b, 37: break 31C's retry was an input's; a retried write (handles.ts's known-request
+    // path) that waited for its placement before returning passed every test.
+    const hold = deferred();
+    const { root } = await open(async (req, n) => {
+      if (n === 1) await hold.promise;
+      return echo(req, n);
+    });
+    const first = await root.submit({ type: "input", content: "one" });
+    const note = await root.submit({
+      type: "write",
+      entry: { kind: "note", data: { n: 1 } },
+      requestId: "note",
+    });
+    expect((await note.record()).status).toBe("queued");
+    let returned = false;
+    const retry = root
+      .submit({ type: "write", entry: { kind: "note", data: { n: 1 } }, requestId: "note" })
+      .then((sub) => {
+        returned = true;
+        return sub;
+      });
+    // The run is held, so the write cannot be placed yet: the retry returns all the same.
+    await until(() => returned, { what: "the retried write's submit returned while the run is held" });
+    const again = await retry;
+    expect(again.id).toBe(note.id);
+    expect((await again.record()).status).toBe("queued");
+    hold.resolve();
+    expect((await first.wait()).status).toBe("done");
+    expect(await note.wait()).toMatchObject({ status: "done" });
+  });
+
   test("followUp (the default): queued while busy, placed when the run answers, and starts the next run", async () => {
     const hold = deferred();
     const { h, root, faux, store } = await open(async (req, n) => {
@@ -519,6 +551,27 @@ describe("submissions", () => {
     expect((await held.wait()).status).toBe("done");
     await other.waitForIdle();
     expect((await other.entries()).filter((e) => e.kind === "pi.user")).toHaveLength(1);
+  });
+
+  test("a tool's conversation handle's submit returns after admission, not settlement: a first submit and its retry by requestId come back while the input is still queued", async () => {
+    // Sweep 42b, 37: every submit-returns test submitted through Conversation.submit; the tool
+    // handle's path (tools/handle.ts) admits by itself, and one that waited for a requestId
+    // submission's settlement before returning passed every test (each such retry was settled soon).
+    const ids: number[] = [];
+    const { h, root, other, held, release } = await pokeABusyConversation(async (handle) => {
+      for (const content of ["first", "again"])
+        ids.push((await handle.submit({ content, requestId: "r" })).id);
+    });
+    const poked = await root.submit({ type: "input", content: "poke" });
+    // The other conversation's run is held, so the input can only be queued: both submits return.
+    await until(() => ids.length === 2, { what: "both submits returned while the other run is held" });
+    expect(ids[1]).toBe(ids[0]);
+    expect(await h.submissionRecord(ids[0]!)).toMatchObject({ status: "queued", requestId: "r" });
+    expect((await poked.wait()).status).toBe("done");
+    release.resolve();
+    expect((await held.wait()).status).toBe("done");
+    await other.waitForIdle();
+    expect(await h.submissionRecord(ids[0]!)).toMatchObject({ status: "done" });
   });
 
   test("a tool's conversation handle keeps the requestId: a retried submit returns the first submission, one after the other and at once, and the record carries it", async () => {

@@ -1187,6 +1187,54 @@ test("a task waiting on work outside its conversation is live: that conversation
   expect(outcome(await h.getTask(waiterId))).toEqual({ status: "completed", result: "waited" });
 });
 
+test("a task waiting on background work is live: the harness's idle wait and its conversation's resolve only after the wait ends", async () => {
+  // Sweep 42b, 36: the named waiting tests kept the harness live through the awaited work (or a
+  // timer) itself; a harness idle wait that skipped waiting tasks passed them all but the timer's.
+  // Here the awaited task is background, outside every idle wait: only the waiter keeps both live.
+  const gate = deferred();
+  const awaited = single("awaited-background", async (_t, runtime) => {
+    await gate.promise;
+    await runtime.commit(() => complete("background"));
+  });
+  const waiter = defineTask<{ on: TaskId }, Go | { phase: "after" }, Json>({
+    name: "background-waiter",
+    version: 1,
+    initial: () => ({ phase: "go" }),
+    phases: {
+      go: async (task, runtime) => {
+        await runtime.commit(() => ({
+          status: "waiting",
+          checkpoint: { phase: "after" },
+          on: [task.input.on],
+          policy: "allSettled",
+        }));
+      },
+      after: async (_t, runtime) => void (await runtime.commit(() => complete("waited"))),
+    },
+    abort: async () => undefined,
+  });
+  const { h, root } = await open(echo, { tasks: [awaited, waiter] });
+  const awaitedId = await h.transaction((tx) =>
+    tx.createTask(awaited, null, { ownership: { kind: "conversation" }, background: true }),
+  );
+  const waiterId = await h.transaction((tx) =>
+    tx.createTask(waiter, { on: awaitedId }, { ownership: { kind: "conversation" } }),
+  );
+  await until(() => h.inspect().tasks.find((t) => t.record.id === waiterId)?.state.kind === "waiting", {
+    what: "the waiter waiting",
+  });
+  const idle: string[] = [];
+  const harnessIdle = h.waitForIdle().then(() => void idle.push("harness"));
+  const rootIdle = root.waitForIdle().then(() => void idle.push("conversation"));
+  // A commit lets the idle predicates look again: the waiting task keeps both live.
+  await h.transaction(() => undefined);
+  await settle();
+  expect(idle).toEqual([]);
+  gate.resolve();
+  await Promise.all([harnessIdle, rootIdle]);
+  expect(outcome(await h.getTask(waiterId))).toEqual({ status: "completed", result: "waited" });
+});
+
 test("a direct operation on a conversation whose owner is still running starts inside it: abort() marks that conversation's work, never its owner, and waitForIdle() does not wait for the owner", async () => {
   const worker = parked("inner-worker");
   let owned: number | undefined;
