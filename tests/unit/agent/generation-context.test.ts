@@ -287,6 +287,36 @@ describe("deriveContext", () => {
     ).toEqual(["second v2"]);
   });
 
+  test("a replace with no messages contributes none: the target is left out as an omit leaves it, the newer edit winning over an older full replace (sweep 42b, 9)", () => {
+    // Sweep 42b, 9: every named edit test replaced with at least one message; a replace whose empty
+    // list was read as no edit (the target's own messages kept) passed them all.
+    const first = user("first");
+    const second = user("second");
+    const answer = assistant("answer");
+    const edit = (edits: NonNullable<EntryRecord["edits"]>): EntryRecord => {
+      const { model: _model, ...base } = entry("app.edit", {});
+      return { ...base, edits };
+    };
+    const texts = (entries: EntryRecord[]) => deriveContext(entries).messages.map(textOf);
+    const emptied = edit([{ target: first.id, action: "replace", messages: [] }]);
+    expect(texts([first, second, answer, emptied])).toEqual(["second", "answer"]);
+    const unedited = contextView([first, second, answer]).contributions;
+    expect(contextView([first, second, answer, emptied]).contributions.slice(0, 2)).toEqual([
+      [],
+      unedited[1],
+    ]);
+    const replacement = [{ role: "user", content: "second, shortened", timestamp: 1 }];
+    expect(
+      texts([
+        first,
+        second,
+        answer,
+        edit([{ target: second.id, action: "replace", messages: replacement as never }]),
+        edit([{ target: second.id, action: "replace", messages: [] }]),
+      ]),
+    ).toEqual(["first", "answer"]);
+  });
+
   test("with a head, the context is that newest marker, then the range's entries that carry no head: an older marker inside the range is left out", () => {
     const marked = (text: string, head: (self: number) => number): EntryRecord => {
       const e = user(text);
