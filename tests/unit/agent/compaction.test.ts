@@ -290,6 +290,31 @@ describe("the cut", () => {
     expect(contextTokens(entries)).toBe(est(short, entries[2]!, entries[3]!, entries[4]!));
   });
 
+  test("the context estimate and the context agree when one entry edits a target twice: the edit listed later wins in both (sweep 42b)", () => {
+    // Sweep 42b, 9 (a helper's question): the estimate let the first of two edits of one target in
+    // one entry win, where the context (context.ts) lets the later one win: the request and its
+    // estimate disagreed.
+    const short = user(20, "r".repeat(40));
+    const longer = user(21, "l".repeat(400));
+    const entries = [
+      user(1, "a".repeat(4000)),
+      user(2, "b".repeat(4000)),
+      {
+        ...user(3, "c".repeat(40)),
+        edits: [
+          { target: 1, action: "omit" },
+          { target: 1, action: "replace", messages: short.model },
+          { target: 2, action: "replace", messages: longer.model },
+          { target: 2, action: "omit" },
+        ],
+      } as never,
+    ];
+    const context = rangeContributions(activeRange(entries)).flat();
+    // 1 as its replacement, 2 omitted, then 3.
+    expect(context.map((m) => textOf(m))).toEqual(["r".repeat(40), "c".repeat(40)]);
+    expect(contextTokens(entries)).toBe(context.map(estimateMessageTokens).reduce((a, b) => a + b, 0));
+  });
+
   test("a user entry between a call and its result is not a cut point", () => {
     const range = [
       user(1, "go"),

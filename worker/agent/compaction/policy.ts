@@ -20,7 +20,8 @@ import { estimateMessageTokens, selectCut } from "./range.ts";
 export function contextTokens(entries: readonly EntryRecord[]): number {
   // Walks back from the newest entry only as far as needed (it runs before every request): the
   // active range ends at the newest head marker's head, and older markers are not in it. An edit is
-  // carried by a later entry than its target, so walking back meets it first: the first seen wins.
+  // carried by a later entry than its target, so walking back meets it first: the first seen wins
+  // (and within one entry the edit listed later is the newer, as the context reads it: walked back too).
   let tokens = 0;
   let start = 0;
   let marker = false;
@@ -33,7 +34,10 @@ export function contextTokens(entries: readonly EntryRecord[]): number {
       marker = true;
       start = e.head;
     }
-    for (const edit of e.edits ?? []) if (!edits.has(edit.target)) edits.set(edit.target, edit);
+    const own = e.edits;
+    if (own)
+      for (let k = own.length - 1; k >= 0; k--)
+        if (!edits.has(own[k]!.target)) edits.set(own[k]!.target, own[k]!);
     if (e.kind === ENTRY.system) continue;
     const messages = contribution(e, edits);
     for (let j = messages.length - 1; j >= 0; j--) {
