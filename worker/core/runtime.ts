@@ -405,7 +405,8 @@ class Runtime implements TaskRuntime {
     }
     const api = (this.#hookApi ??= source.api(this));
     for (const set of this.#phaseHooks.handlers) {
-      const handler = (set as Record<string, unknown>)[name];
+      // The set's own handlers only: a name every object inherits (toString) is none.
+      const handler = Object.hasOwn(set, name) ? (set as Record<string, unknown>)[name] : undefined;
       if (typeof handler !== "function") continue;
       try {
         await invoke(handler as (...args: unknown[]) => unknown, api);

@@ -454,3 +454,32 @@ test("each reports a hook's throw of any value, not only an Error: a string, a p
   expect(reports).toEqual(thrown);
   await h.close();
 });
+
+test("each asks only the handlers registered under its name: a name every object inherits (toString) asks none (sweep 42b)", async () => {
+  const asked: unknown[] = [];
+  const review = defineTask<Json, Review, Json, ReviewHooks>({
+    name: "app.review",
+    version: 1,
+    initial: () => ({ phase: "first" }),
+    phases: {
+      first: async (_task, runtime) => {
+        for (const name of ["toString", "constructor", "hasOwnProperty"])
+          await agentHooks<ReviewHooks>(runtime).each(name as never, async (handler) => {
+            asked.push([name, typeof handler]);
+          });
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: null } }));
+      },
+      second: async () => undefined,
+    },
+    abort: abortedByHandler as never,
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "jobs", tasks: [review] }));
+  extensions.install(answering("a", "a"));
+  const { h, root } = await open(echo, { extensions });
+  await root.configure({ extensions: ["jobs", "a"] });
+  const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: null });
+  expect(asked).toEqual([]);
+  await h.close();
+});
