@@ -405,7 +405,8 @@ class Runtime implements TaskRuntime {
     }
     const api = (this.#hookApi ??= source.api(this));
     for (const set of this.#phaseHooks.handlers) {
-      const handler = (set as Record<string, unknown>)[name];
+      // The set's own handlers only: a name every object inherits (toString) is none.
+      const handler = Object.hasOwn(set, name) ? (set as Record<string, unknown>)[name] : undefined;
       if (typeof handler !== "function") continue;
       try {
         await invoke(handler as (...args: unknown[]) => unknown, api);
@@ -469,13 +470,14 @@ class Runtime implements TaskRuntime {
   ): Promise<T | undefined> {
     this.#check(signal);
     const session = this.invocation.scheduler.session;
+    // A memo is the record's own property: a name an object inherits (toString) has no winner.
     if (candidate === undefined)
-      return session.records.tasks.get(this.taskId)?.memos?.[name] as T | undefined;
+      return ownMemo(session.records.tasks.get(this.taskId), name) as T | undefined;
     return session.commit(
       (tx, overlay) => {
         const current = overlay.task(this.taskId);
         this.#gate(current, overlay);
-        const existing = current.memos?.[name];
+        const existing = ownMemo(current, name);
         if (existing !== undefined) return existing as T;
         // A factory runs only when there is no winner yet, in the same commit that records it.
         const value = typeof candidate === "function" ? candidate(tx) : candidate;
@@ -531,4 +533,9 @@ class Runtime implements TaskRuntime {
     this.#check();
     this.invocation.scheduler.report(error);
   }
+}
+
+function ownMemo(task: TaskRecord | undefined, name: string): Json | undefined {
+  const memos = task?.memos;
+  return memos !== undefined && Object.hasOwn(memos, name) ? memos[name] : undefined;
 }

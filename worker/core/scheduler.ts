@@ -681,9 +681,10 @@ export class Scheduler {
     const before = overlay.created.size;
     this.#waking = task.id;
     const next = wake(new TxImpl(this.session, overlay, { byTaskId: task.id }), task);
+    // A state the wake returns and the task may not take (pending, completing) is the wake's throw too.
+    if (next !== undefined) applyNextState(overlay, task, next, "run", now);
     this.#waking = undefined;
     if (next === undefined) return undefined;
-    applyNextState(overlay, task, next, "run", now);
     return [...overlay.created].slice(before);
   }
 

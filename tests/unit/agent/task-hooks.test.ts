@@ -402,3 +402,84 @@ test("each asks every registration an extension makes for the task, in registrat
     expect(reports[i]).toBeInstanceOf(HookFailure);
   }
 });
+
+test("each reports a hook's throw of any value, not only an Error: a string, a plain object and undefined are reported and the next hook runs (sweep 42b)", async () => {
+  // Sweep 42b, 66: the named test's hook threw an Error; each rethrowing any other thrown value
+  // (the task faulting on a string) passed it.
+  const reports: unknown[] = [];
+  const thrown: unknown[] = ["a string", { code: 7 }, undefined];
+  let words: string[] = [];
+  const review = defineTask<Json, Review, Json, ReviewHooks>({
+    name: "app.review",
+    version: 1,
+    initial: () => ({ phase: "first" }),
+    phases: {
+      first: async (_task, runtime) => {
+        await agentHooks<ReviewHooks>(runtime).each("inspect", async (handler, api) => {
+          words.push(await handler("diff", api, { signal: runtime.signal }));
+        });
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: words } }));
+      },
+      second: async () => undefined,
+    },
+    abort: abortedByHandler as never,
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "jobs", tasks: [review] }));
+  const names = ["jobs"];
+  thrown.forEach((value, i) => {
+    extensions.install(
+      defineExtension({
+        name: `thrower${i}`,
+        hooks: [
+          hook("app.review", {
+            inspect: () => {
+              throw value;
+            },
+          }),
+        ],
+      }),
+    );
+    extensions.install(answering(`after${i}`, `w${i}`));
+    names.push(`thrower${i}`, `after${i}`);
+  });
+  const { h, root } = await open(echo, { extensions, onReport: (e) => reports.push(e) });
+  await root.configure({ extensions: names });
+  words = [];
+  const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({
+    status: "completed",
+    result: ["w0:diff", "w1:diff", "w2:diff"],
+  });
+  expect(reports).toEqual(thrown);
+  await h.close();
+});
+
+test("each asks only the handlers registered under its name: a name every object inherits (toString) asks none (sweep 42b)", async () => {
+  const asked: unknown[] = [];
+  const review = defineTask<Json, Review, Json, ReviewHooks>({
+    name: "app.review",
+    version: 1,
+    initial: () => ({ phase: "first" }),
+    phases: {
+      first: async (_task, runtime) => {
+        for (const name of ["toString", "constructor", "hasOwnProperty"])
+          await agentHooks<ReviewHooks>(runtime).each(name as never, async (handler) => {
+            asked.push([name, typeof handler]);
+          });
+        await runtime.commit(() => ({ status: "terminal", outcome: { status: "completed", result: null } }));
+      },
+      second: async () => undefined,
+    },
+    abort: abortedByHandler as never,
+  });
+  const extensions = createRegistry();
+  extensions.install(defineExtension({ name: "jobs", tasks: [review] }));
+  extensions.install(answering("a", "a"));
+  const { h, root } = await open(echo, { extensions });
+  await root.configure({ extensions: ["jobs", "a"] });
+  const id = await h.createTask(review, null, { ownership: { kind: "conversation" } });
+  expect(outcome(await done(h, id))).toEqual({ status: "completed", result: null });
+  expect(asked).toEqual([]);
+  await h.close();
+});

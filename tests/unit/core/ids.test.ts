@@ -60,6 +60,11 @@ test("an id once committed is never handed out again: after a reopen, new record
   });
   for (const key of ["conversation", "entry", "task", "submission"] as const)
     expect(second[key], key).toBeGreaterThan(first[key]);
+  // Sweep 42b, 67: a TaskId is the plain number itself, also as read back from the store.
+  expect(typeof first.task).toBe("number");
+  const loaded = await again.getTask(first.task);
+  expect([typeof loaded?.id, loaded?.id]).toEqual(["number", first.task]);
+  expect((await again.tasks()).map((t) => typeof t.id)).toEqual(["number", "number"]);
   await again.close();
 });
 

@@ -1065,6 +1065,76 @@ describe("the task runtime", () => {
     await h.close();
   });
 
+  test("memo(name, candidate) is gated by the close too: once close began, a memo is refused (closing) and stores nothing, and the next engine reads no winner (sweep 42b)", async () => {
+    const started = deferred();
+    let late: unknown;
+    let reread: unknown = "unset";
+    const def = single("memo-close", async (_t, runtime, signal) => {
+      if ((await runtime.memo<string>("k")) !== undefined || reread !== "unset") {
+        reread = (await runtime.memo<string>("late")) ?? null;
+        await runtime.commit(() => complete("done"));
+        return;
+      }
+      await runtime.memo("k", "first");
+      started.resolve();
+      await untilAborted(signal).catch(() => undefined);
+      late = await runtime.memo("late", "x").catch((e: unknown) => e);
+    });
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks: [def] });
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    await started.promise;
+    await h.close();
+    expect(late).toMatchObject({ name: "CommitRefused", reason: "closing" });
+    const image = await memoryStore(store.image());
+    expect(JSON.parse(String((await row(image, id))?.["memos"]))).toEqual({ k: "first" });
+    const again = await Harness.open(image, { tasks: [def] });
+    expect(outcome(await done(again, id))?.status).toBe("completed");
+    expect(reread).toBeNull();
+    await again.close();
+  });
+
+  test("a memo is looked up by its own name only: a name an object inherits (toString, constructor) has no winner until written, then its candidate wins, after a reopen too (sweep 42b)", async () => {
+    const stored = deferred();
+    let seen: unknown[] = [];
+    let after: unknown[] = [];
+    const def = single("memo-own", async (_t, runtime, signal) => {
+      const first = await runtime.memo<string>("toString");
+      if (first === undefined) {
+        await runtime.memo("a", 1);
+        seen = [
+          first ?? null,
+          (await runtime.memo<string>("toString")) ?? null,
+          (await runtime.memo<string>("constructor")) ?? null,
+          await runtime.memo("toString", "mine"),
+          await runtime.memo("toString", "other"),
+          (await runtime.memo<string>("toString")) ?? null,
+        ];
+        stored.resolve();
+        await untilAborted(signal).catch(() => undefined);
+        return;
+      }
+      // Run again by the next engine: the memos were read back from the store.
+      after = [
+        first,
+        (await runtime.memo<string>("hasOwnProperty")) ?? null,
+        await runtime.memo("valueOf", 2),
+      ];
+      await runtime.commit(() => complete("memo done"));
+    });
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks: [def] });
+    const id = await h.createTask(def, null, { ownership: { kind: "conversation" } });
+    await stored.promise;
+    expect(seen).toEqual([null, null, null, "mine", "mine", "mine"]);
+    expect(JSON.parse(String((await row(store, id))?.["memos"]))).toEqual({ a: 1, toString: "mine" });
+    await h.close();
+    const again = await Harness.open(await memoryStore(store.image()), { tasks: [def] });
+    expect(outcome(await done(again, id))?.status).toBe("completed");
+    expect(after).toEqual(["mine", null, 2]);
+    await again.close();
+  });
+
   test("registry replacement hands over at the next phase boundary", async () => {
     const log: string[] = [];
     type TwoPhases = { phase: "one" } | { phase: "two" };

@@ -1707,6 +1707,55 @@ test("a wake continuation is handed its task as a RunningTask: the record reserv
   await h.close();
 });
 
+test("a wake continuation never returns pending or completing either: the state is refused (InvalidTransition, reported), never stored, and the phase's handler runs instead (sweep 42b)", async () => {
+  // Sweep 42b, 69: the named test returned pending and completing from a phase's and an abort
+  // handler's commits; a wake continuation (the scheduler applies its state) storing pending passed.
+  for (const status of ["pending", "completing"]) {
+    const seen: unknown[] = [];
+    const reports: unknown[] = [];
+    const child = single(
+      `wake-bad-child-${status}`,
+      async (_t, runtime) => void (await runtime.commit(() => complete(null))),
+    );
+    const parent = defineTask<null, { phase: "spawn" } | { phase: "join" }, Json>({
+      name: `wake-bad-parent-${status}`,
+      version: 1,
+      initial: () => ({ phase: "spawn" }),
+      phases: {
+        spawn: async (_t, runtime) => {
+          await runtime.commit((tx) => {
+            const id = tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+            return { status: "waiting", checkpoint: { phase: "join" }, on: [id], policy: "allSettled" };
+          });
+        },
+        join: async (task, runtime) => {
+          seen.push(task.state.status, (await runtime.getTask(task.id))?.state.status);
+          await runtime.commit(() => complete("by handler"));
+        },
+      },
+      abort: async (_t, runtime) =>
+        void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      wake: {
+        join: () => ({
+          status,
+          checkpoint: { phase: "join" },
+          outcome: { status: "completed", result: "woken" },
+        }),
+      } as never,
+    });
+    const store = await memoryStore();
+    const h = await Harness.open(store, { tasks: [parent, child], onReport: (e) => reports.push(e) });
+    const id = await h.createTask(parent, null, { ownership: { kind: "conversation" } });
+    const ended = await done(h, id, 2000).catch((e: unknown) => e);
+    const settled = (ended as { state?: { outcome?: unknown } }).state?.outcome ?? String(ended);
+    expect([status, settled]).toEqual([status, { status: "completed", result: "by handler" }]);
+    expect(seen).toEqual(["running", "running"]);
+    expect(reports).toContainEqual(expect.objectContaining({ name: "InvalidTransition" }));
+    await engineStillRuns(h);
+    await h.close();
+  }
+});
+
 test("a phase's task argument is its whole running record: a later phase gets the memos committed before it, as the stored record holds them (draw 37)", async () => {
   // Draw 37, 20: handlers handed their record without its memos passed every core test (each read
   // memos through runtime.memo or a commit callback's current record).
