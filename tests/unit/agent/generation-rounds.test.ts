@@ -300,6 +300,34 @@ test("abortTask on the generation while one call of its parallel round runs and 
   expect(liveOf(h)).toEqual({});
 });
 
+test("abortTask on the generation aborts a parallel round with a call to an unavailable tool: that call keeps its one result, each running call gets its aborted result, one result per call", async () => {
+  // Sweep 42c, 135: every round the abort tests built had only calls that started; an abort that
+  // wrote an aborted result for every slot without a task (the unavailable call's, already answered)
+  // passed them.
+  const a = gatedTool("a");
+  const b = gatedTool("b");
+  const calls = callsThenAnswer(
+    fauxToolCall("a", {}, { id: "c1" }),
+    fauxToolCall("missing", {}, { id: "c2" }),
+    fauxToolCall("b", {}, { id: "c3" }),
+  );
+  const { h, root } = await open(calls, { tools: [a.tool, b.tool] });
+  const input = await root.submit({ type: "input", content: "go" });
+  await a.started.promise;
+  await b.started.promise;
+  const generation = liveOf(h).run?.taskId as number;
+  expect(await h.abortTask(generation)).toBe("marked");
+  expect(await input.wait()).toEqual({ status: "unanswered", reason: "aborted" });
+  const results = (await toolResults(root)).map(
+    (e) => messageOf(e) as { toolCallId: string; isError: boolean; content: { text?: string }[] },
+  );
+  expect(results.map((m) => m.toolCallId).sort()).toEqual(["c1", "c2", "c3"]);
+  expect(results.every((m) => m.isError)).toBe(true);
+  const missing = results.find((m) => m.toolCallId === "c2")!;
+  expect(missing.content.map((part) => part.text ?? "").join("")).toContain("not available");
+  expect(liveOf(h)).toEqual({});
+});
+
 test("a toolUse answer without tool calls is classified like stop: the run answers with it", async () => {
   // Like stop: the onYield chain is asked about it, and the input settles with it (reading 22b).
   const yielded: string[] = [];
