@@ -109,10 +109,9 @@ test("marks failFast siblings a crash left unmarked", async () => {
   await h2.close();
 });
 
-// CONTRARY, left open (reading 23a): spec §2.2 "Open ... re-evaluates finalization and failFast for
-// completing and waiting tasks". Opened paused, this engine derives the marks (and releases drained
-// holds) only when scheduling resumes: until then inspect() shows the sibling unmarked. The test
-// states the rule and fails today; it passes once a paused open reconciles before it returns.
+// Spec §2.2 "Open ... re-evaluates finalization and failFast for completing and waiting tasks", also
+// opened paused (reading 23a found a paused open deriving the marks only when scheduling resumed; a
+// paused open now reconciles before it returns, committing the marks and starting nothing).
 test("a paused open has already re-evaluated failFast: the sibling a crash left unmarked is marked before resume", async () => {
   const { crashed, definitions, id, c2, log } = await crashedFailFast();
   const h2 = await Harness.open(crashed, { tasks: definitions, paused: true });
