@@ -12,7 +12,12 @@ import { defineDoc } from "../../../worker/agent/records.ts";
 import type { ToolAgentView, ToolApi, ToolRegistryView } from "../../../worker/agent/tools/contract.ts";
 import { textResult } from "../../../worker/agent/tools/contract.ts";
 import type { TaskDefinition } from "../../../worker/core/define.ts";
-import { CommitRefused, InvalidTransition, WaitCancelled } from "../../../worker/core/errors.ts";
+import {
+  CommitRefused,
+  DocumentSemanticsError,
+  InvalidTransition,
+  WaitCancelled,
+} from "../../../worker/core/errors.ts";
 import type { Json, TaskRecord } from "../../../worker/core/types.ts";
 import {
   AgentHarness,
@@ -1290,6 +1295,30 @@ test("snapshot reads committed documents, by name or token, of its conversation 
   // By name too, of its conversation or another (break 31A: a read by name left unbound passed).
   await expect(seen.api!.snapshot("app.note")).rejects.toThrow(CommitRefused);
   await expect(seen.api!.snapshot("app.note", other.id)).rejects.toThrow(CommitRefused);
+});
+
+test("snapshot through a token refuses a document whose stored history or fork is not the token's (DocumentSemanticsError), as the harness's snapshot does; by name it reads (sweep 42c)", async () => {
+  // Sweep 42c, 45: typed access refused a disagreeing token in a transaction and in the harness's
+  // snapshot; a tool's api.snapshot through the token read the value regardless (spec §3.1).
+  const Latest = defineDoc<{ text: string }>("app.note", { text: "" });
+  const Rewind = defineDoc<{ text: string }>({
+    name: "app.note",
+    history: "rewindable",
+    fork: "asOf",
+    initial: { text: "" },
+  });
+  const reads: unknown[] = [];
+  const { tool } = probe("probe", async (api) => {
+    reads.push(await api.snapshot(Latest), await api.snapshot("app.note"));
+    reads.push(await api.snapshot(Rewind).catch((error: unknown) => error));
+    return textResult("ok");
+  });
+  const { h, root } = await open(calls("probe"), { tools: [tool] });
+  await h.transaction((tx) => Latest.write(tx, root.id, { text: "kept" }));
+  await expect(h.snapshot(Rewind, root.id)).rejects.toThrow(DocumentSemanticsError);
+  expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+  expect(reads.slice(0, 2)).toEqual([{ text: "kept" }, { text: "kept" }]);
+  expect(reads[2]).toBeInstanceOf(DocumentSemanticsError);
 });
 
 test("snapshot reads another conversation's committed documents after a reopen, by name or token, though nothing in this process loaded them (draw 40b D)", async () => {

@@ -925,7 +925,9 @@ test("close joins an abort handler that ignores its signal: the store stays open
 test("close joins tool and hook invocations that ignore their signal: the store stays open until each returned, and none runs after close resolved", async () => {
   // spec §2.2: close "joins task, tool, and hook invocations, including code that ignores its signal,
   // then closes Storage. Once close() resolves, no invocation code of this Harness runs".
-  for (const where of ["tool", "hook"] as const) {
+  // Sweep 42c, 42: a beforeTool hook was the only hook joined; an afterTool hook (same tool task,
+  // after execute) and a beforeRequest hook (the generation task) raced against their signal passed.
+  for (const where of ["tool", "hook", "afterTool", "beforeRequest"] as const) {
     const started = deferred<AbortSignal>();
     const release = deferred();
     let returned = false;
@@ -948,6 +950,8 @@ test("close joins tool and hook invocations that ignore their signal: the store 
     const { h, root, store } = await open(callsThenAnswer(fauxToolCall("stubborn", {}, { id: "c1" })), {
       tools: [tool],
       ...(where === "hook" ? { hooks: { beforeTool: [hook] } } : {}),
+      ...(where === "afterTool" ? { hooks: { afterTool: [hook] } } : {}),
+      ...(where === "beforeRequest" ? { hooks: { beforeRequest: [hook] } } : {}),
     });
     await root.submit({ type: "input", content: "go" });
     const signal = await started.promise;
@@ -1036,4 +1040,35 @@ test("an abort handler signalled by close that then commits its outcome is refus
   expect(outcome(await done(next, id))).toEqual({ status: "aborted", reason: "after reopen" });
   expect(log).toEqual(["abort", "abort"]);
   await next.close();
+});
+
+test("close signals every invocation at its call, an abort handler as well as a phase: both signals are aborted before close() returns its promise (sweep 42c)", async () => {
+  // Sweep 42c, 41: a close that stopped run invocations only, leaving an abort handler's signal
+  // untouched, passed every close test but by their joins timing out.
+  const phaseSignal = deferred<AbortSignal>();
+  const handlerSignal = deferred<AbortSignal>();
+  const release = deferred();
+  const phase = single("phase-at-close", async (_t, _r, signal) => {
+    phaseSignal.resolve(signal);
+    return untilAborted(signal);
+  });
+  const handler = single("handler-at-close", async (_t, _r, signal) => untilAborted(signal), {
+    abort: async (_t, _runtime, signal) => {
+      handlerSignal.resolve(signal);
+      await release.promise; // returns only when the test lets it, signalled or not
+    },
+  });
+  const store = await memoryStore();
+  const h = await Harness.open(store, { tasks: [phase, handler] });
+  await h.createTask(phase, null, { ownership: { kind: "conversation" } });
+  const marked = await h.createTask(handler, null, { ownership: { kind: "conversation" } });
+  await until(() => running(h) === 2, { what: "both tasks running" });
+  expect(await h.abortTask(marked)).toBe("marked");
+  const [ofPhase, ofHandler] = [await phaseSignal.promise, await handlerSignal.promise];
+  expect([ofPhase.aborted, ofHandler.aborted]).toEqual([false, false]);
+  const closing = h.close();
+  expect([ofPhase.aborted, ofHandler.aborted]).toEqual([true, true]);
+  release.resolve();
+  await closing;
+  expect(store.closed).toBe(true);
 });

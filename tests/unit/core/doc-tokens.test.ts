@@ -16,9 +16,9 @@ import {
   type MemoryStore,
   type TaskId,
 } from "../../../worker/index.ts";
-import { fauxAgentModel, memoryStore } from "../../../worker/testing.ts";
+import { fauxAgentModel, memoryStore, until } from "../../../worker/testing.ts";
 import { echo } from "../agent/fixtures.ts";
-import { done, parked } from "./fixtures.ts";
+import { done, joiner, parked } from "./fixtures.ts";
 
 const opened: AgentHarness[] = [];
 afterEach(async () => {
@@ -95,6 +95,33 @@ describe("document tokens per scope (spec §3.1)", () => {
     await expect(h.transaction((tx) => scratch.write(tx, id, { step: 2 }))).rejects.toThrow(
       InvalidTransition,
     );
+  });
+
+  // Sweep 42c, 43: every task token test used a running task; a check refusing the documents of a
+  // task parked in waiting (live, with no invocation) passed them all.
+  test("a task token reads and writes the document of a task parked in waiting: it is live, so access goes on until it ends (sweep 42c)", async () => {
+    const scratch = defineDoc<{ step: number }>({ name: "app.waiting", scope: "task", initial: { step: 0 } });
+    const join = joiner("waits-on-holder");
+    const store = await memoryStore();
+    const h = await harness(store, { tasks: [hold, join] });
+    await h.root();
+    const held = await h.transaction(
+      (tx) => tx.createTask(hold, null, { ownership: { kind: "conversation" } }) as TaskId,
+    );
+    const waiting = await h.transaction(
+      (tx) => tx.createTask(join, held, { ownership: { kind: "conversation" } }) as TaskId,
+    );
+    const isWaiting = () =>
+      h.inspect().tasks.some((t) => t.record.id === waiting && t.state.kind === "waiting");
+    await until(isWaiting, { what: "waiting" });
+    expect(await h.transaction((tx) => scratch.read(tx, waiting))).toEqual({ step: 0 });
+    await h.transaction((tx) => scratch.write(tx, waiting, { step: 1 }));
+    expect(await h.snapshot(scratch, waiting)).toEqual({ step: 1 });
+    expect(isWaiting()).toBe(true);
+    await h.abortTask(held);
+    await done(h, waiting);
+    expect(await h.snapshot(scratch, waiting)).toBeUndefined();
+    await expect(h.transaction((tx) => scratch.read(tx, waiting))).rejects.toThrow(InvalidTransition);
   });
 
   // Break 28R: creation and the version transition were tried only on conversation documents; a task
@@ -183,6 +210,39 @@ describe("document tokens per scope (spec §3.1)", () => {
       history: "rewindable",
       fork: "current",
     });
+  });
+
+  // Sweep 42c, 44: every conversation definition in the named tests left scope unset; one that
+  // declares scope "conversation", as the spec's own example does, refused as an unknown scope passed.
+  test("a definition that declares scope conversation makes a conversation token, as one that leaves scope unset, and its typed access reads and writes (sweep 42c)", async () => {
+    const container = defineDoc<{ image: string }>({
+      name: "app.container",
+      version: 1,
+      scope: "conversation",
+      history: "latest",
+      fork: "current",
+      initial: () => ({ image: "node:22" }),
+    });
+    expect(container).toMatchObject({ scope: "conversation", history: "latest", fork: "current" });
+    expect(
+      defineDoc({
+        name: "app.d",
+        scope: "conversation",
+        history: "rewindable",
+        fork: "asOf",
+        initial: { n: 0 },
+      }),
+    ).toMatchObject({
+      scope: "conversation",
+      history: "rewindable",
+      fork: "asOf",
+    });
+    const store = await memoryStore();
+    const h = await harness(store);
+    const root = await h.root();
+    expect(await h.transaction((tx) => container.read(tx, root.id))).toEqual({ image: "node:22" });
+    await h.transaction((tx) => container.write(tx, root.id, { image: "node:24" }));
+    expect(await h.snapshot(container, root.id)).toEqual({ image: "node:24" });
   });
 
   test("definitions that are not the spec's are refused where they are made", () => {

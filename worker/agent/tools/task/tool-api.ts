@@ -8,7 +8,7 @@
  * rerun after a crash reattaches to the task the first run created and gets its recorded result.
  */
 import type { ToolCall } from "@mariozechner/pi-ai";
-import { InvalidTransition } from "../../../core/errors.ts";
+import { DocumentSemanticsError, InvalidTransition } from "../../../core/errors.ts";
 import type { ConversationId, Json, TaskRecord } from "../../../core/types.ts";
 import type { ExecutionEnv } from "../../env.ts";
 import { agentView } from "../../extensions/resolve.ts";
@@ -108,7 +108,16 @@ export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
       bound(async () => {
         if (typeof doc === "string") return services.core.doc<T>(conversationId, doc);
         const stored = await services.core.docVersioned(conversationId, doc.name);
-        return stored.value === undefined ? undefined : doc.view(stored);
+        if (stored.value === undefined) return undefined;
+        // Typed access refuses a token whose rules are not the incarnation's (spec §3.1), as snapshot does.
+        const record = await services.core.docRecord(conversationId, doc.name);
+        if (record && "history" in record && (record.history !== doc.history || record.fork !== doc.fork))
+          throw new DocumentSemanticsError(
+            doc.name,
+            { history: doc.history, fork: doc.fork },
+            { history: record.history, fork: record.fork },
+          );
+        return doc.view(stored);
       }),
   };
 }
