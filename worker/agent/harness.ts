@@ -45,6 +45,7 @@ import {
   type DocToken,
   inbox,
   type LiveState,
+  refuseOtherSemantics,
   type SessionDocToken,
   type TaskDocToken,
   type UsageState,
@@ -522,13 +523,7 @@ export class AgentHarness extends Harness {
     if (stored.value === undefined) return undefined;
     if (token.scope === "conversation") {
       // The same refusal as typed access in a transaction (spec §3.1).
-      const record = await this.docRecord(scope, token.name);
-      if (record && "history" in record && (record.history !== token.history || record.fork !== token.fork))
-        throw new DocumentSemanticsError(
-          token.name,
-          { history: token.history, fork: token.fork },
-          { history: record.history, fork: record.fork },
-        );
+      refuseOtherSemantics(token.name, token, await this.docRecord(scope, token.name));
     }
     return token.view(stored);
   }

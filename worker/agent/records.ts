@@ -9,6 +9,7 @@ import { assertJson, jsonCopy, sealBuilt } from "../core/persist.ts";
 import {
   type ConversationId,
   type DocScope,
+  type DocumentRecord,
   type EntryId,
   type EntryRecord,
   type Json,
@@ -517,6 +518,24 @@ function typedAccess<T extends Json>(
   };
 }
 
+/**
+ * Typed access refuses a token whose rules are not its incarnation's (spec §3.1): a conversation
+ * document's stored `record` keeps the history and fork rule it was created with. One check for every
+ * typed read and write: a transaction's, the harness's `snapshot` and a tool's `api.snapshot`.
+ */
+export function refuseOtherSemantics(
+  name: string,
+  semantics: { readonly history: "latest" | "rewindable"; readonly fork: "asOf" | "current" | "initial" },
+  record: DocumentRecord | undefined,
+): void {
+  if (
+    record &&
+    "history" in record &&
+    (record.history !== semantics.history || record.fork !== semantics.fork)
+  )
+    throw new DocumentSemanticsError(name, semantics, { history: record.history, fork: record.fork });
+}
+
 /** The token of a conversation document definition, the harness's own (pi.*) included. */
 function docToken<T extends Json>(definition: DocDefinition<T>): DocToken<T> {
   const { name } = definition;
@@ -533,11 +552,7 @@ function docToken<T extends Json>(definition: DocDefinition<T>): DocToken<T> {
   const semantics = { history, fork };
   const access = typedAccess(
     definition,
-    (tx, scope) => {
-      const record = tx.docRecord(scope, name);
-      if (record && "history" in record && (record.history !== history || record.fork !== fork))
-        throw new DocumentSemanticsError(name, semantics, { history: record.history, fork: record.fork });
-    },
+    (tx, scope) => refuseOtherSemantics(name, semantics, tx.docRecord(scope, name)),
     semantics,
   );
   return {

@@ -8,11 +8,11 @@
  * rerun after a crash reattaches to the task the first run created and gets its recorded result.
  */
 import type { ToolCall } from "@mariozechner/pi-ai";
-import { DocumentSemanticsError, InvalidTransition } from "../../../core/errors.ts";
+import { InvalidTransition } from "../../../core/errors.ts";
 import type { ConversationId, Json, TaskRecord } from "../../../core/types.ts";
 import type { ExecutionEnv } from "../../env.ts";
 import { agentView } from "../../extensions/resolve.ts";
-import type { DocToken } from "../../records.ts";
+import { type DocToken, refuseOtherSemantics } from "../../records.ts";
 import type { AgentServices } from "../../services.ts";
 import { NestedCallMismatch, type ToolApi, type ToolResult } from "../contract.ts";
 import { type Binding, check, toolCommit, toolConversation } from "../handle.ts";
@@ -110,13 +110,7 @@ export function toolApi(ctx: ToolTaskContext, parts: ExecutionParts): ToolApi {
         const stored = await services.core.docVersioned(conversationId, doc.name);
         if (stored.value === undefined) return undefined;
         // Typed access refuses a token whose rules are not the incarnation's (spec §3.1), as snapshot does.
-        const record = await services.core.docRecord(conversationId, doc.name);
-        if (record && "history" in record && (record.history !== doc.history || record.fork !== doc.fork))
-          throw new DocumentSemanticsError(
-            doc.name,
-            { history: doc.history, fork: doc.fork },
-            { history: record.history, fork: record.fork },
-          );
+        refuseOtherSemantics(doc.name, doc, await services.core.docRecord(conversationId, doc.name));
         return doc.view(stored);
       }),
   };
