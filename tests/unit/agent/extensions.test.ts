@@ -632,6 +632,19 @@ describe("selection in pi.agent", () => {
     expect([...h.services.agent(root.id).tools.keys()]).toEqual(["gamma", "alpha"]);
   });
 
+  test("a tools array filters only the selected extensions' tools: a name of an installed, unselected extension's tool is not offered", async () => {
+    // Sweep 42c, 12: every named test's tools array named tools of selected extensions only; an
+    // array taking an unselected extension's tool from the registry passed them all.
+    const { root, h, faux } = await setup();
+    await root.configure({ extensions: ["b"], tools: ["alpha", "beta"] });
+    expect([...h.services.agent(root.id).tools.keys()]).toEqual(["beta"]);
+    await (await root.submit({ type: "input", content: "hi" })).wait();
+    expect(faux.requests[0]!.tools).toEqual(["beta"]);
+    // Selected again, the same stored array offers it, in the array's order.
+    await root.configure({ extensions: ["a", "b"] });
+    expect([...h.services.agent(root.id).tools.keys()]).toEqual(["alpha", "beta"]);
+  });
+
   test("settings.extensions is the default selection's base: { add, remove } edits it, an exact list ignores it", async () => {
     const extensions = createRegistry();
     extensions.install(a);

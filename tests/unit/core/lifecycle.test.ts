@@ -124,7 +124,11 @@ describe("a paused open and resume()", () => {
     cleanups.push(() => h.close().catch(() => undefined));
     const sub = (await h.submission(submission))!;
     expect(h.inspect().scheduling).toBe("paused");
-    expect((await sub.wait()).status).toBe("done");
+    // Sweep 42c, 13: a wait() that did not resume was caught only by this test timing out; the
+    // scheduling state is read as soon as wait() is called.
+    const waited = sub.wait();
+    expect(h.inspect().scheduling).toBe("running");
+    expect((await waited).status).toBe("done");
   });
 
   test("a progress call resumes a paused harness: Conversation.submit", async () => {
