@@ -108,6 +108,49 @@ describe("export and import", () => {
   });
 });
 
+describe("an import never overwrites, a bad carried tool refuses the file (sweep 42c)", () => {
+  test("a stored tool of the same name keeps its own description and parameters, not only its body", async () => {
+    // Sweep 42c, 162: the named test stored a tool whose description and parameters were the
+    // carried ones, so an import that refreshed them on the stored tool (body kept) passed.
+    const text = await greetFile();
+    const target = await openApp();
+    const mine = {
+      ...GREET,
+      description: "My own greeting",
+      parameters: { type: "object", properties: { who: { type: "string" } } },
+      body: 'async (args) => "mine " + args.who',
+    };
+    await saveUserTool(target.h, mine);
+    const before = storedUserTools(target.h);
+    await importWithUserTools(target.h, text, { documents: DOCS });
+    expect(storedUserTools(target.h)).toEqual(before);
+    expect(userToolStatuses(target.h)).toMatchObject([
+      {
+        name: "greet",
+        version: 1,
+        description: mine.description,
+        parameters: mine.parameters,
+        body: mine.body,
+      },
+    ]);
+  });
+
+  test("a file whose carried tool's parameters are not an object schema is refused and nothing is written", async () => {
+    // Sweep 42c, 162: every refused file had a body that did not compile or a taken name; an
+    // import that checked a carried tool's name, description and body but not its parameters passed.
+    const text = await greetFile();
+    const target = await openApp();
+    const before = target.h.conversationRecords().length;
+    const file = JSON.parse(text) as { userTools: Array<Record<string, unknown>> };
+    file.userTools[0] = { ...file.userTools[0], parameters: { type: "string" } };
+    await expect(importWithUserTools(target.h, JSON.stringify(file), { documents: DOCS })).rejects.toThrow(
+      /"type": "object"/,
+    );
+    expect(target.h.conversationRecords().length).toBe(before);
+    expect(storedUserTools(target.h)).toEqual([]);
+  });
+});
+
 describe("an import racing an install", () => {
   test("a carried tool's name another extension takes while the bodies compile is refused too, and nothing is written", async () => {
     // As saveUserTool's (draw 32c): the names were checked before the bodies' compile (an await) and

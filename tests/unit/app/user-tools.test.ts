@@ -575,6 +575,21 @@ describe("per conversation", () => {
     expect(await enabled(other)).toEqual(["workspace-tools", "user:greet"]);
     expect(h.services.agent(other).tools.has("ls")).toBe(true);
   });
+
+  test("an exact list that loses its last name stays an empty list: the conversation is offered nothing, not the base (sweep 42c)", async () => {
+    // Sweep 42c, 161: the exact list never lost its last name, so a switch that wrote the empty
+    // list as unset (the conversation back on the whole base) passed.
+    const { h } = await openApp();
+    await saveUserTool(h, GREET);
+    const root = await h.root();
+    await root.configure({ extensions: ["user:greet"] });
+    await setExtensionEnabled(h, root.id, "user:greet", false);
+    expect((await root.agentState()).extensions).toEqual([]);
+    expect((await conversationExtensions(h, root.id)).filter((e) => e.enabled)).toEqual([]);
+    expect([...h.services.agent(root.id).tools.keys()]).toEqual([]);
+    const other = (await h.createConversation({ ownership: { kind: "ownerless" } })).id;
+    expect(h.services.agent(other).tools.has("greet")).toBe(true);
+  });
 });
 
 describe("the demo model", () => {
