@@ -173,10 +173,19 @@ test("a streamed answer is stored about once: partial commits store the text add
   expect((await sub.wait()).status).toBe("done");
   const liveWrites = jobs.flatMap((j) => j.statements).filter((s) => s.params?.[1] === "pi.live");
   const patchRows = liveWrites.filter((s) => s.sql.includes("doc_patches")).length;
-  const bytes = liveWrites.reduce((n, s) => n + String(s.params?.[2] ?? "").length, 0);
+  // The bytes that carry the answer's content: every whole write, and every patch into the message's
+  // content. A partial commit also patches the message's own fields (its usage, its timestamp), a few
+  // hundred bytes each, and how many partial commits a stream takes goes with the machine's speed (a
+  // loaded machine took more, and a CI run failed on their sum): those are left out of the sum.
+  const contentBytes = liveWrites.reduce((n, s) => {
+    const payload = String(s.params?.[2] ?? "");
+    if (!s.sql.includes("INSERT INTO doc_patches")) return n + payload.length;
+    const op = JSON.parse(payload) as { path: Array<string | number> };
+    return op.path.includes("content") ? n + payload.length : n;
+  }, 0);
   // About 15 partial commits of a 2 KB answer: rewriting it whole each time would store over 15 KB.
   expect(patchRows).toBeGreaterThan(5);
-  expect(bytes).toBeLessThan(LONG.length * 2.5);
+  expect(contentBytes).toBeLessThan(LONG.length * 2.5);
   // Once nothing is in flight the settling commit writes pi.live whole (a base, not a patch), and
   // what it writes is the emptied state.
   const settling = liveWrites.at(-1)!;
