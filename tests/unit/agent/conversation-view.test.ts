@@ -100,6 +100,35 @@ test("pi.live holds run exactly while the conversation is busy, and is {} again 
   await otherWatch.stop();
 });
 
+test("pi.live holds run across a successor run too: the final boundary that places a queued follow-up writes the successor's run in the commit that ends the first", async () => {
+  // Sweep 42c, 104: the test above reads one run started by a submission; a final boundary that
+  // started the follow-up's run and then cleared run (busy with no run) passed every named test.
+  let release!: () => void;
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  const { h, root } = await open(async (_req, n) => {
+    if (n === 1) await held;
+    return fauxAssistantMessage(`answer ${n}`);
+  });
+  // For each commit settling a submission done: the pi.live it wrote.
+  const settling: unknown[] = [];
+  h.subscribe((change) => {
+    if (!change.submissions.some((s) => s.status === "done")) return;
+    settling.push(change.docs.find((d) => d.name === "pi.live" && d.conversationId === root.id)?.value);
+  });
+  const first = await root.submit({ type: "input", content: "one" });
+  const second = await root.submit({ type: "input", content: "two", whenBusy: "followUp" });
+  release();
+  expect((await first.wait()).status).toBe("done");
+  const [ending] = settling as { run?: { taskId: number; inputs: number[] } }[];
+  expect(ending?.run?.inputs).toEqual([second.id]);
+  expect((await h.getTask(ending!.run!.taskId))?.kind).toBe("pi.generation");
+  expect((await second.wait()).status).toBe("done");
+  expect(settling[1]).toEqual({});
+  expect(root.busy).toBe(false);
+});
+
 test("every pi.live value a run, its tool round and a compaction commit holds only run, generation, tools and compactions (spec §8.2 LiveState; break 31E)", async () => {
   // Break 31E: the named line was asserted by the type only; a run that wrote a field of its own
   // beside run (removed again when the run ended) passed every test reading pi.live.

@@ -393,6 +393,20 @@ describe("built-in entries (spec §8.1)", () => {
     expect(Array.isArray((results[0]!.data as { diagnostics: unknown }).diagnostics)).toBe(true);
     for (const e of entries.filter((x) => x.kind !== "pi.tool-result")) expect(e.data).toBeUndefined();
   });
+
+  test("carry no data when an onYield continuation writes the user entry, besides a submission", async () => {
+    // Sweep 42c, 101: every pi.user the tests above read was a submission's; a continuation's own
+    // pi.user given data of its own passed them.
+    let yields = 0;
+    const { root } = await open((_req, n) => fauxAssistantMessage(`answer ${n}`), {
+      hooks: { onYield: [() => (++yields === 1 ? "continue please" : undefined)] },
+    });
+    expect((await (await root.submit({ type: "input", content: "go" })).wait()).status).toBe("done");
+    const entries = await root.entries();
+    const users = entries.filter((e) => e.kind === "pi.user");
+    expect(users.map((e) => textOf(messageOf(e)))).toEqual(["go", "continue please"]);
+    for (const e of entries) expect(e.data).toBeUndefined();
+  });
 });
 
 describe("a run's end (spec §8.2)", () => {

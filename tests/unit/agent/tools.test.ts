@@ -574,6 +574,35 @@ describe("tools", () => {
     expectUnavailable(result!, "apply", faux.requests[1]);
   });
 
+  test("a call to a tool its request offered gets a tool task, though the agent no longer has it: the task writes its tool_unavailable result", async () => {
+    // Sweep 42c, 102: every test above built a call not offered, or offered and still there; a
+    // round that checked the agent's current tools beside the request's, and so wrote the result
+    // itself with no task, passed them all.
+    const hold = deferred();
+    const { tool, seen } = itemTool({});
+    const calls = callsThenAnswer(fauxToolCall("apply", { item: "a" }, { id: "call-1" }));
+    const { h, root, faux } = await open(
+      async (req, n) => {
+        if (n === 1) await hold.promise;
+        return calls(req, n);
+      },
+      { tools: [tool] },
+    );
+    const sub = await root.submit({ type: "input", content: "go" });
+    await until(() => faux.requests.length === 1, { what: "first request sent" });
+    expect(faux.requests[0]!.tools).toEqual(["apply"]);
+    // After preparation the agent drops the tool; the request offered it, so the call gets a task.
+    await root.configure({ tools: [] });
+    hold.resolve();
+    expect((await sub.wait()).status).toBe("done");
+    expect(seen).toEqual([]);
+    const [result] = await toolResults(root);
+    expect(diagnosticsOf(result!).map((d) => d.code)).toEqual(["tool_unavailable"]);
+    const toolTasks = await h.tasks({ kind: "pi.tool" });
+    expect(toolTasks.map((t) => (t.input as { callId: string }).callId)).toEqual(["call-1"]);
+    expect(result!.byTaskId).toBe(toolTasks[0]!.id);
+  });
+
   test("each pi.tool-result is written by its call's tool task, or by the generation for a call its request did not offer", async () => {
     const { tool } = itemTool({});
     const { h, root } = await open(
