@@ -1372,72 +1372,26 @@ test("ordering is judged on committed records: an owner's abort handler starts o
 test("ordering is judged on committed records: a completed owner's hold is released by its child's terminal commit, while code the child runs after it still runs", async () => {
   // Break 29C: the case above is an owner's abort handler; an engine that released a completing
   // hold only once the child's invocation ended (not at its terminal commit) passed every test.
-  const log: string[] = [];
-  const release = deferred();
-  const after = deferred();
-  const child = defineTask<Json, Go, Json>({
-    name: "late-held-child",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await release.promise;
-        await runtime.commit(() => ({
-          status: "terminal",
-          outcome: { status: "completed", result: "child" },
-        }));
-        log.push("child: terminal committed");
-        await after.promise;
-        log.push("child: code after it done");
-      },
-    },
-    abort: async (_t, runtime) =>
-      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-  });
-  const owner = defineTask<Json, Go, Json>({
-    name: "late-held-owner",
-    version: 1,
-    initial: () => ({ phase: "go" }),
-    phases: {
-      go: async (_t, runtime) => {
-        await runtime.commit((tx) => {
-          tx.createTask(child, null, { ownership: { kind: "task", taskId: runtime.taskId } });
-          return undefined;
-        });
-        await runtime.commit(() => ({
-          status: "terminal",
-          outcome: { status: "completed", result: "owner" },
-        }));
-      },
-    },
-    abort: async (_t, runtime) =>
-      void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
-  });
-  const h = await Harness.open(await memoryStore(), { tasks: [owner, child] });
-  const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
-  const status = () => internals(h).session.records.tasks.get(id)?.state.status;
-  await until(() => status() === "completing", { what: "the owner held for its child" });
-  release.resolve();
-  await until(() => log.length === 1, { what: "the child's terminal commit" });
-  await until(() => internals(h).session.records.tasks.get(id)?.state.status === "terminal", {
-    what: "the owner released while the child's code still runs",
-  });
-  expect(log).toEqual(["child: terminal committed"]);
-  expect(outcome(await h.getTask(id))).toEqual({ status: "completed", result: "owner" });
-  after.resolve();
-  await until(() => log.length === 2, { what: "the child's late code" });
-  await engineStillRuns(h);
-  await h.close();
+  await holdReleasedWhileLateCodeRuns("child");
 });
 
 test("ordering is judged on committed records: a completed owner's hold is released by the terminal commit of a task in a conversation it owns, while code that task runs after it still runs (sweep 42, 93)", async () => {
-  // Sweep 42, 93: the named tests' late code ran in a child task; a hold released only once no
-  // invocation in the owner's owned conversations ran passed them.
+  // Sweep 42, 93: the test above's late code ran in a child task; a hold released only once no
+  // invocation in the owner's owned conversations ran passed it.
+  await holdReleasedWhileLateCodeRuns("conversation");
+});
+
+/**
+ * An owner that completes while the task it holds for (its own child, or a task in a conversation it
+ * owns) still runs; that task commits its terminal outcome, then runs more code. The owner's hold is
+ * released at that terminal commit, while the late code has not run yet.
+ */
+async function holdReleasedWhileLateCodeRuns(form: "child" | "conversation"): Promise<void> {
   const log: string[] = [];
   const release = deferred();
   const after = deferred();
   const worker = defineTask<Json, Go, Json>({
-    name: "late-conversation-worker",
+    name: `late-${form}-worker`,
     version: 1,
     initial: () => ({ phase: "go" }),
     phases: {
@@ -1456,14 +1410,18 @@ test("ordering is judged on committed records: a completed owner's hold is relea
       void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
   });
   const owner = defineTask<Json, Go, Json>({
-    name: "late-conversation-owner",
+    name: `late-${form}-owner`,
     version: 1,
     initial: () => ({ phase: "go" }),
     phases: {
       go: async (_t, runtime) => {
         await runtime.commit((tx) => {
-          const owned = tx.createConversation({ kind: "task", taskId: runtime.taskId });
-          tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: owned.id });
+          if (form === "child")
+            tx.createTask(worker, null, { ownership: { kind: "task", taskId: runtime.taskId } });
+          else {
+            const owned = tx.createConversation({ kind: "task", taskId: runtime.taskId });
+            tx.createTask(worker, null, { ownership: { kind: "conversation" }, conversationId: owned.id });
+          }
           return undefined;
         });
         await runtime.commit(() => ({
@@ -1478,7 +1436,7 @@ test("ordering is judged on committed records: a completed owner's hold is relea
   const h = await Harness.open(await memoryStore(), { tasks: [owner, worker] });
   const id = await h.createTask(owner, null, { ownership: { kind: "conversation" } });
   const status = () => internals(h).session.records.tasks.get(id)?.state.status;
-  await until(() => status() === "completing", { what: "the owner held for its conversation's task" });
+  await until(() => status() === "completing", { what: `the owner held for its ${form}'s task` });
   release.resolve();
   await until(() => log.length === 1, { what: "the worker's terminal commit" });
   await settle();
@@ -1489,7 +1447,7 @@ test("ordering is judged on committed records: a completed owner's hold is relea
   await until(() => log.length === 2, { what: "the worker's late code" });
   await engineStillRuns(h);
   await h.close();
-});
+}
 
 /**
  * An owner that creates a conversation it owns holding a background task and an ordinary one, then
