@@ -1188,6 +1188,42 @@ describe("the task runtime", () => {
     await engineStillRuns(h);
     await h.close();
   });
+  test("before the first phase only rules 1-3 apply: a replacement registered as the task is reserved takes it over at the first boundary after a phase, never before its first phase (sweep 42c)", async () => {
+    const log: string[] = [];
+    type TwoPhases = { phase: "one" } | { phase: "two" };
+    const make = (label: string) =>
+      defineTask<null, TwoPhases, Json>({
+        name: "swap-first",
+        version: 1,
+        initial: () => ({ phase: "one" }),
+        phases: {
+          one: async (_t, runtime) => {
+            log.push(`${label}:one`);
+            await runtime.commit(() => ({ status: "running", checkpoint: { phase: "two" } }));
+          },
+          two: async (_t, runtime) => {
+            log.push(`${label}:two`);
+            await runtime.commit(() => complete(label));
+          },
+        },
+        abort: async (_t, runtime) =>
+          void (await runtime.commit(() => ({ status: "terminal", outcome: { status: "aborted" } }))),
+      });
+    const original = make("A");
+    const replacement = make("B");
+    const h = await Harness.open(await memoryStore(), { tasks: [original] });
+    // The replacement is registered from the commit that reserves the task, before its first step.
+    h.subscribe((change) => {
+      for (const t of change.tasks)
+        if (t.kind === "swap-first" && t.state.status === "running" && log.length === 0)
+          h.registry.register(replacement);
+    });
+    const id = await h.createTask(original, null, { ownership: { kind: "conversation" } });
+    expect(outcome(await done(h, id))).toEqual({ status: "completed", result: "B" });
+    expect(log).toEqual(["A:one", "B:two"]);
+    await engineStillRuns(h);
+    await h.close();
+  });
   test("a replacement registered while several tasks of its kind run hands every one of them over at its next phase boundary, not only the first (break 29B)", async () => {
     const log: string[] = [];
     type TwoPhases = { phase: "one" } | { phase: "two" };
